@@ -1,0 +1,104 @@
+"""The analysis layer: how a run spent its time, from its per-iteration and metrics tables.
+
+`analyse` is the one entry point; `verdicts.judge` turns its result into verdicts. Steps, each
+in its own module: warm-up (`steady`), the local baseline and sustained slowdowns
+(`baseline`), slow steps and their kinds (`slow_steps`, `periodic`, `phases`), restarts and
+stalls (`restarts`), per-rank spread (`stragglers`) and the time budget (`accounting`). All
+results are frozen dataclasses, ready for the JSON and HTML renderers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from loganalyzer.analysis._records import timed_records
+from loganalyzer.analysis.accounting import TimeAccounting, account
+from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
+from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
+from loganalyzer.analysis.steady import Drift, Warmup, find_drift, summarise_warmup, warmup_flags
+from loganalyzer.analysis.stragglers import RankSpread, find_stragglers
+
+__all__ = ["Analysis", "StepTimeStats", "analyse"]
+
+
+@dataclass(frozen=True)
+class StepTimeStats:
+    """`median` is the steady pace (warm-up and slow records excluded, over `steady_records`);
+    `mean`, `p90` (linear interpolation), `min` and `max` are over all timed records."""
+
+    median: float | None
+    steady_records: int
+    mean: float | None
+    p90: float | None
+    min: float | None
+    max: float | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the analysis found in one run, verdicts aside."""
+
+    records: int
+    timed_records: int
+    segments: int
+    first_iteration: int | None
+    last_iteration: int | None
+    step_time_s: StepTimeStats
+    warmup: tuple[Warmup, ...]
+    drift: Drift | None
+    slow: SlowSteps
+    restarts: tuple[Restart, ...]
+    stalls: tuple[Stall, ...]
+    stragglers: tuple[RankSpread, ...]
+    time: TimeAccounting
+
+
+def analyse(
+    table: pl.DataFrame,
+    metrics: pl.DataFrame,
+    *,
+    warmup: int | None = None,
+    slow_factor: float = 1.5,
+) -> Analysis:
+    """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
+    warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
+    slow."""
+    recs = timed_records(table)
+    recs = recs.with_columns(warmup_flags(recs, warmup))
+    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor)
+    steady = labelled.filter(~pl.col("slow") & pl.col("event").is_null())
+    median = _float(steady["step"].median())
+    pace = median if median is not None else _float(recs["step"].median()) or 0.0
+    warm = summarise_warmup(recs, warmup, pace)
+    restarts = find_restarts(recs, pace)
+    stalls = find_stalls(recs)
+    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
+    step = recs["step"]
+    return Analysis(
+        records=table.height,
+        timed_records=recs.height,
+        segments=table["segment"].n_unique(),
+        first_iteration=table["iteration"].first(),  # type: ignore[arg-type]
+        last_iteration=table["iteration"].last(),  # type: ignore[arg-type]
+        step_time_s=StepTimeStats(
+            median=median,
+            steady_records=steady.height,
+            mean=_float(step.mean()),
+            p90=_float(step.quantile(0.9, "linear")),
+            min=_float(step.min()),
+            max=_float(step.max()),
+        ),
+        warmup=warm,
+        drift=find_drift(steady),
+        slow=slow,
+        restarts=restarts,
+        stalls=stalls,
+        stragglers=find_stragglers(metrics),
+        time=account(logged_s, warm, slow, restarts, stalls),
+    )
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]

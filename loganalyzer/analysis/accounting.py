@@ -1,0 +1,84 @@
+"""Where the run's time went.
+
+Logged time (Σ step time * interval) is split into what the run would have taken at its
+steady pace (productive) and what it lost to warm-up (the warm-up's excess over the pace), to
+slow steps (their excess over the baseline, sustained slowdowns included) and to work that a
+restart made redo (redone iterations * the pace). Restart gaps and stalls happen between logged
+steps, so they add to the wall-clock time instead of splitting the logged time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loganalyzer.analysis.restarts import Restart, Stall
+from loganalyzer.analysis.slow_steps import SlowSteps
+from loganalyzer.analysis.steady import Warmup
+
+
+@dataclass(frozen=True)
+class TimeAccounting:
+    """Seconds; `logged_s` = productive + warm-up + slow steps + redone work."""
+
+    logged_s: float
+    productive_s: float
+    warmup_s: float
+    slow_steps_s: float
+    redone_s: float
+    restart_gaps_s: float
+    stalls_s: float
+    restarts_s: float
+    summary: str
+
+
+def account(
+    logged_s: float,
+    warmup: tuple[Warmup, ...],
+    slow: SlowSteps,
+    restarts: tuple[Restart, ...],
+    stalls: tuple[Stall, ...],
+) -> TimeAccounting:
+    """Split `logged_s` and add the time lost outside it."""
+    warmup_s = sum(w.lost_s for w in warmup)
+    redone_s = sum(r.redone_s for r in restarts)
+    gaps_s = sum(r.gap_s or 0.0 for r in restarts)
+    stalls_s = sum(s.gap_s for s in stalls)
+    productive_s = max(0.0, logged_s - warmup_s - slow.lost_s - redone_s)
+    return TimeAccounting(
+        logged_s=logged_s,
+        productive_s=productive_s,
+        warmup_s=warmup_s,
+        slow_steps_s=slow.lost_s,
+        redone_s=redone_s,
+        restart_gaps_s=gaps_s,
+        stalls_s=stalls_s,
+        restarts_s=redone_s + gaps_s,
+        summary=_summary(
+            logged_s, productive_s, slow.lost_s, warmup_s, redone_s, gaps_s + stalls_s
+        ),
+    )
+
+
+def _summary(
+    logged: float, productive: float, slow: float, warmup: float, redone: float, outside: float
+) -> str:
+    if logged <= 0:
+        return "No timed records were logged."
+    share = productive / logged
+    sentence = (
+        f"Of {duration(logged)} logged, {duration(productive)} ({share:.0%}) ran at the steady "
+        f"pace; {duration(slow)} went to slow steps, {duration(warmup)} to warm-up and "
+        f"{duration(redone)} to redone work"
+    )
+    if outside > 0:
+        sentence += f", and restarts and stalls added {duration(outside)} of wall-clock time"
+    return sentence + "."
+
+
+def duration(seconds: float) -> str:
+    """A duration in the unit a reader takes in at a glance."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,51 @@
+"""The pace a record is judged against, and the lasting shifts of that pace.
+
+The local baseline is a centred rolling median of the step time over `WINDOW` records within
+each segment (warm-up excluded), because:
+- a median ignores whatever fills less than half of its window, so the spikes and periodic
+  stalls being looked for do not raise their own baseline, as they would a mean or an EWMA;
+- a median filter preserves edges: at a lasting change of pace it follows the step at once
+  instead of smearing it, so a sustained slowdown is found with its real start and end, and a
+  spike inside it is measured against the shifted level;
+- the analysis runs after the fact, so a centred window (no lag at a shift) beats a trailing one.
+A burst shorter than `MIN_SUSTAINED` records therefore stays out of the baseline and shows up
+as spikes; a longer one moves the baseline, and where the baseline sits above `slow_factor` *
+the run's pace it is one sustained event, kept out of the pace itself.
+
+The run's pace is the median step time of all non-warm-up records: robust as long as the run
+spends less than half its records slowed down.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+WINDOW = 21
+MIN_SUSTAINED = WINDOW // 2 + 1
+# A step is slow only if it also sits this many robust standard deviations (1.4826 * MAD of the
+# relative residuals) above its baseline: a threshold inside the run's own noise flags noise.
+NOISE_SIGMAS = 5.0
+MAD_TO_SIGMA = 1.4826
+
+
+def with_baseline(recs: pl.DataFrame, slow_factor: float) -> tuple[pl.DataFrame, float]:
+    """`recs` with `level` (the local baseline) and `event` (the id of the sustained slowdown a
+    record belongs to, else null), and the run's pace in seconds."""
+    pace = float(recs["step"].median())  # type: ignore[arg-type]
+    level = pl.col("step").rolling_median(WINDOW, min_samples=1, center=True).over("segment")
+    shifted = pl.col("level") > slow_factor * pace
+    run = pl.struct("segment", shifted).rle_id()
+    sustained = shifted & (pl.len().over(run) >= MIN_SUSTAINED)
+    framed = (
+        recs.with_columns(level.alias("level"))
+        .with_columns(run.alias("event"), sustained.alias("sustained"))
+        .with_columns(pl.when("sustained").then("event").alias("event"))
+        .drop("sustained")
+    )
+    return framed, pace
+
+
+def noise_floor(relative_excess: pl.Series) -> float:
+    """`NOISE_SIGMAS` robust standard deviations of a series of relative excesses."""
+    mad = (relative_excess - relative_excess.median()).abs().median()
+    return NOISE_SIGMAS * MAD_TO_SIGMA * float(mad) if mad is not None else 0.0

@@ -1,0 +1,168 @@
+"""Slow steps: records far above their local baseline, and lasting slowdowns.
+
+A record is slow when its step time exceeds the threshold * its local baseline (see
+`baseline`): the threshold is `slow_factor`, raised to the run's noise floor where the run is
+noisier than that. Slow records are `periodic` when they recur at a fixed iteration period
+(see `periodic`), else `spike`. A lasting shift of the baseline above `slow_factor` * the pace is
+one `Sustained` event. Time lost is the excess over the baseline * the iterations a record
+covers; inside a sustained event, the shift's share goes to the event and only the rest to
+a spike there, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from loganalyzer.analysis.baseline import noise_floor, with_baseline
+from loganalyzer.analysis.periodic import find_periods
+from loganalyzer.analysis.phases import phase_growth
+
+SlowKind = Literal["spike", "periodic"]
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """One slow record; `phase` is the timer that grew the most there, where timers exist."""
+
+    iteration: int
+    segment: int
+    interval: int
+    step_time_s: float
+    baseline_s: float
+    ratio: float
+    lost_s: float
+    kind: SlowKind
+    period_iterations: int | None
+    phase: str | None
+    phase_delta_ms: float | None
+
+
+@dataclass(frozen=True)
+class Sustained:
+    """A lasting slowdown: the baseline stayed above `slow_factor` * the pace."""
+
+    segment: int
+    start_iteration: int
+    end_iteration: int
+    records: int
+    iterations: int
+    step_time_s: float
+    baseline_s: float
+    factor: float
+    lost_s: float
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """Slow steps recurring every `period_iterations`."""
+
+    period_iterations: int
+    occurrences: int
+    first_iteration: int
+    last_iteration: int
+    median_ratio: float
+    lost_s: float
+
+
+@dataclass(frozen=True)
+class SlowSteps:
+    """Everything slow in a run; `threshold` is the ratio to the baseline that flags a record."""
+
+    slow_factor: float
+    threshold: float
+    pace_s: float | None
+    steps: tuple[SlowStep, ...]
+    sustained: tuple[Sustained, ...]
+    periodic: tuple[Periodic, ...]
+    lost_s: float
+
+
+def find_slow_steps(
+    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float
+) -> tuple[SlowSteps, pl.DataFrame]:
+    """The slow steps of `recs` (timed records, warm-up excluded), and `recs` labelled with
+    `level`, `event` (sustained event id or null) and `slow`."""
+    if recs.is_empty():
+        empty = SlowSteps(slow_factor, slow_factor, None, (), (), (), 0.0)
+        return empty, recs.with_columns(
+            level=pl.col("step"), event=pl.lit(None, pl.UInt32), slow=pl.lit(False)
+        )
+    framed, pace = with_baseline(recs, slow_factor)
+    excess = framed.select(pl.col("step") / pl.col("level") - 1).to_series()
+    threshold = max(slow_factor - 1.0, noise_floor(excess))
+    labelled = framed.with_columns(slow=excess > threshold)
+    rows = _steps(labelled.filter("slow"), metrics)
+    sustained = _sustained(labelled, pace)
+    lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
+    result = SlowSteps(
+        slow_factor=slow_factor,
+        threshold=1 + threshold,
+        pace_s=pace,
+        steps=tuple(SlowStep(**row) for row in rows.iter_rows(named=True)),
+        sustained=sustained,
+        periodic=_periodic(rows),
+        lost_s=lost,
+    )
+    return result, labelled
+
+
+def _steps(slow: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
+    slow = slow.with_columns(find_periods(slow))
+    phases = phase_growth(metrics, slow["iteration"])
+    return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
+        "iteration",
+        "segment",
+        "interval",
+        pl.col("step").alias("step_time_s"),
+        pl.col("level").alias("baseline_s"),
+        (pl.col("step") / pl.col("level")).alias("ratio"),
+        ((pl.col("step") - pl.col("level")) * pl.col("interval")).alias("lost_s"),
+        pl.when(pl.col("period").is_null())
+        .then(pl.lit("spike"))
+        .otherwise(pl.lit("periodic"))
+        .alias("kind"),
+        pl.col("period").alias("period_iterations"),
+        "phase",
+        "phase_delta_ms",
+    )
+
+
+def _sustained(labelled: pl.DataFrame, pace: float) -> tuple[Sustained, ...]:
+    own_share = pl.when("slow").then("level").otherwise("step")
+    rows = (
+        labelled.filter(pl.col("event").is_not_null())
+        .group_by("event", maintain_order=True)
+        .agg(
+            pl.col("segment").first(),
+            pl.col("first").first().alias("start_iteration"),
+            pl.col("iteration").last().alias("end_iteration"),
+            pl.len().alias("records"),
+            pl.col("interval").sum().alias("iterations"),
+            pl.col("step").median().alias("step_time_s"),
+            ((own_share - pace) * pl.col("interval")).sum().alias("lost_s"),
+        )
+        .drop("event")
+    )
+    return tuple(
+        Sustained(baseline_s=pace, factor=row["step_time_s"] / pace, **row)
+        for row in rows.iter_rows(named=True)
+    )
+
+
+def _periodic(steps: pl.DataFrame) -> tuple[Periodic, ...]:
+    rows = (
+        steps.filter(pl.col("period_iterations").is_not_null())
+        .group_by("period_iterations")
+        .agg(
+            pl.len().alias("occurrences"),
+            pl.col("iteration").min().alias("first_iteration"),
+            pl.col("iteration").max().alias("last_iteration"),
+            pl.col("ratio").median().alias("median_ratio"),
+            pl.col("lost_s").sum(),
+        )
+        .sort("period_iterations")
+    )
+    return tuple(Periodic(**row) for row in rows.iter_rows(named=True))

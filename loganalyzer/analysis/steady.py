@@ -1,0 +1,130 @@
+"""Warm-up: the first records of each segment, slowed by compilation and start-up.
+
+Every attempt (segment) warms up again after a restart, so warm-up is found per segment.
+Automatic detection takes the leading records of a segment whose step time is more than
+`WARMUP_FACTOR` * the pace (the segment's median, or the run's for short segments), capped so
+that a segment that is slow throughout is left to slow-step detection instead.
+
+The `warmup` override (`--warmup N`) counts iterations from each segment's start: a record is
+warm-up when any iteration it covers is among the first N of its segment, because its average
+then includes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+# Leading records above this multiple of the pace are warm-up. Lower than the slow-step
+# factor: the tail of a warm-up is only mildly slow, and only leading records are considered.
+WARMUP_FACTOR = 1.2
+# A segment needs this many records before its own median is trusted as its pace.
+MIN_RECORDS_FOR_OWN_PACE = 10
+# Warm-up is at most this share of a segment's records (but always allowed MIN_CAP records).
+MAX_WARMUP_SHARE = 0.05
+MIN_CAP = 5
+# Drift is measured only with at least this many steady records (two per decile).
+MIN_DRIFT_RECORDS = 20
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """The warm-up of one segment: what was excluded from the steady state, and why."""
+
+    segment: int
+    records: int
+    iterations: int
+    last_iteration: int | None
+    time_s: float
+    lost_s: float
+    reason: str
+
+
+def warmup_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
+    """For each timed record, whether it belongs to its segment's warm-up."""
+    if warmup is not None:
+        segment_start = pl.col("first").first().over("segment")
+        flag = pl.col("first") < segment_start + warmup
+    else:
+        count = pl.len().over("segment")
+        pace = (
+            pl.when(count >= MIN_RECORDS_FOR_OWN_PACE)
+            .then(pl.col("step").median().over("segment"))
+            .otherwise(pl.col("step").median())
+        )
+        above = (pl.col("step") > WARMUP_FACTOR * pace).cast(pl.Int8)
+        leading = above.cum_min().over("segment") == 1
+        cap = pl.max_horizontal(pl.lit(MIN_CAP), (count * MAX_WARMUP_SHARE).ceil())
+        flag = leading & (pl.int_range(pl.len()).over("segment") < cap)
+    return recs.select(flag.alias("warmup")).to_series()
+
+
+def summarise_warmup(recs: pl.DataFrame, warmup: int | None, pace_s: float) -> tuple[Warmup, ...]:
+    """One `Warmup` per segment; `recs` carries the `warmup` flags, `pace_s` the steady pace."""
+    time = pl.col("step") * pl.col("interval")
+    excess = (pl.col("step") - pace_s).clip(lower_bound=0) * pl.col("interval")
+    warm = pl.col("warmup")
+    rows = (
+        recs.group_by("segment", maintain_order=True)
+        .agg(
+            warm.sum().alias("records"),
+            pl.col("interval").filter(warm).sum().alias("iterations"),
+            pl.col("iteration").filter(warm).last().alias("last_iteration"),
+            time.filter(warm).sum().alias("time_s"),
+            excess.filter(warm).sum().alias("lost_s"),
+            (pl.col("step").filter(warm).max() / pace_s).alias("peak_ratio"),
+        )
+        .sort("segment")
+    )
+    return tuple(
+        Warmup(
+            segment=row["segment"],
+            records=row["records"],
+            iterations=row["iterations"],
+            last_iteration=row["last_iteration"],
+            time_s=row["time_s"],
+            lost_s=row["lost_s"],
+            reason=_reason(warmup, row["records"], row["peak_ratio"]),
+        )
+        for row in rows.iter_rows(named=True)
+    )
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The steady step time of the run's first tenth of steady records against its last."""
+
+    records: int
+    first_median_s: float
+    first_iterations: tuple[int, int]
+    last_median_s: float
+    last_iterations: tuple[int, int]
+    relative_change: float
+
+
+def find_drift(steady: pl.DataFrame) -> Drift | None:
+    """Compare the medians of the first and last deciles of the steady records, in log order:
+    robust to what spikes remain, and checkable by hand. None below `MIN_DRIFT_RECORDS`."""
+    if steady.height < MIN_DRIFT_RECORDS:
+        return None
+    tenth = steady.height // 10
+    first, first_span = _median_and_span(steady.head(tenth))
+    last, last_span = _median_and_span(steady.tail(tenth))
+    return Drift(steady.height, first, first_span, last, last_span, last / first - 1)
+
+
+def _median_and_span(records: pl.DataFrame) -> tuple[float, tuple[int, int]]:
+    span = (int(records["first"][0]), int(records["iteration"][-1]))
+    return float(records["step"].median()), span  # type: ignore[arg-type]
+
+
+def _reason(warmup: int | None, records: int, peak_ratio: float | None) -> str:
+    if warmup is not None:
+        return f"--warmup {warmup}: the first {warmup} iterations of each segment are excluded"
+    if records == 0:
+        return f"no leading record above {WARMUP_FACTOR}x the pace"
+    return (
+        f"the first {records} record(s) ran above {WARMUP_FACTOR}x the pace "
+        f"(up to {peak_ratio:.2f}x): compilation and start-up"
+    )

@@ -1,0 +1,134 @@
+"""The command line: the only module that prints or exits.
+
+stdout carries only the data asked for (the summary, the JSON); messages, warnings and
+progress go to stderr. Errors are one line; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from loganalyzer import __version__
+from loganalyzer.errors import EXIT_INPUT, LogAnalyzerError
+from loganalyzer.load import load_run
+from loganalyzer.registry import load_registry
+from loganalyzer.render_text import render_summary
+from loganalyzer.summary import build_summary
+
+
+class _Group(click.Group):
+    """Turns loganalyzer's exceptions into one-line messages and documented exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LogAnalyzerError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except Exception as exc:  # never a traceback for the user, unless asked for
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(
+                f"Error: internal error {type(exc).__name__}: {exc} "
+                "(rerun with --debug for the traceback, and please report it)",
+                err=True,
+            )
+            sys.exit(EXIT_INPUT)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="loganalyzer")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """How efficiently did a training run use its hardware?
+
+    Reads what a run left behind (Megatron-LM, Megatron-DeepSpeed stdout logs; more formats
+    through parser plugins) and reports step times, TFLOPS and MFU recomputed with one
+    documented formula, slow steps, stalls and restarts.
+
+    \b
+    Exit codes: 0 success; 1 an input could not be read or held nothing usable;
+    2 usage error; 3 no parser recognises a source (or two claim it); 4 a gate failed.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@main.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document on stdout.")
+@click.option(
+    "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+def summary(sources: tuple[str, ...], as_json: bool, forced_format: str | None, quiet: bool) -> None:
+    """Summarise a run: config, iterations, step times, throughput, TFLOPS, MFU.
+
+    SOURCES are log files (.gz read transparently) or run directories (searched
+    recursively; files no parser recognises are listed as ignored).
+
+    \b
+    Examples:
+      loganalyzer summary slurm-1234.out
+      loganalyzer summary logs/ --json > summary.json
+      loganalyzer summary run.log --format megatron
+    """
+    registry = load_registry()
+    for name, reason in registry.broken.items():
+        click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
+    loaded = load_run(
+        list(sources), registry, forced_format, progress=None if quiet else _progress
+    )
+    document = build_summary(loaded)
+    if not quiet:
+        for path in loaded.ignored:
+            click.echo(f"ignored (no parser recognises it): {path}", err=True)
+        for warning in document["warnings"]:
+            click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
+    else:
+        click.echo(render_summary(document))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def parsers(as_json: bool) -> None:
+    """List the registered parsers, built-in and third-party, and any that failed to load.
+
+    \b
+    Examples:
+      loganalyzer parsers
+      loganalyzer parsers --json
+    """
+    registry = load_registry()
+    rows = [
+        {
+            "name": name,
+            "description": loaded.parser.description,
+            "distribution": loaded.distribution,
+            "entry_point": loaded.entry_point,
+        }
+        for name, loaded in sorted(registry.parsers.items())
+    ]
+    if as_json:
+        click.echo(json.dumps({"parsers": rows, "broken": registry.broken}, indent=2))
+        return
+    width = max((len(r["name"]) for r in rows), default=0)
+    for row in rows:
+        click.echo(f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]")
+    for name, reason in sorted(registry.broken.items()):
+        click.echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")

@@ -1,0 +1,1 @@
+"""Click commands that the `loganalyzer` group adds; each module holds one family."""

@@ -1,0 +1,36 @@
+"""The exceptions loganalyzer raises on purpose, and the exit code each maps to.
+
+Only the CLI turns them into messages and exit codes; everything else raises.
+"""
+
+EXIT_OK = 0
+EXIT_INPUT = 1
+EXIT_USAGE = 2
+EXIT_UNRECOGNISED = 3
+EXIT_GATE = 4
+
+
+class LogAnalyzerError(Exception):
+    """A problem the user can act on; the message is one line and says what to do."""
+
+    exit_code = EXIT_INPUT
+
+
+class InputError(LogAnalyzerError):
+    """An input could not be read or held nothing usable."""
+
+
+class SchemaError(LogAnalyzerError):
+    """A parser produced a table that breaks the data model (a bug in that parser)."""
+
+
+class UnrecognisedSourceError(LogAnalyzerError):
+    """No parser recognises a source, or two claim it equally."""
+
+    exit_code = EXIT_UNRECOGNISED
+
+
+class GateFailedError(LogAnalyzerError):
+    """A quality gate such as --fail-under-mfu failed."""
+
+    exit_code = EXIT_GATE

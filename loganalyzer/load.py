@@ -1,0 +1,63 @@
+"""From the SOURCE arguments to one validated Run: expand, detect, parse, merge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loganalyzer.errors import InputError, UnrecognisedSourceError
+from loganalyzer.merge import merge_runs
+from loganalyzer.model import Run, validate_run
+from loganalyzer.registry import Registry, choose, format_scores, scores
+from loganalyzer.sources import expand_sources
+
+
+@dataclass
+class Loaded:
+    """The merged run, and what was passed over on the way (listed, never silently dropped)."""
+
+    run: Run
+    ignored: list[str] = field(default_factory=list)
+
+
+def load_run(
+    names: Sequence[str],
+    registry: Registry,
+    forced_format: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Loaded:
+    """Read every source named into one Run.
+
+    A file named explicitly that no parser recognises is an error (exit 3, with the scores);
+    an unrecognised file found inside a named directory is listed in `ignored`.
+    """
+    explicit = {Path(n) for n in names if not Path(n).is_dir()}
+    runs: list[Run] = []
+    ignored: list[str] = []
+    for path in expand_sources(names):
+        if forced_format is not None:
+            name: str | None = forced_format
+            registry.get(forced_format)
+        else:
+            name = choose(registry, path)
+        if name is None:
+            if path in explicit:
+                raise UnrecognisedSourceError(
+                    f"{path}: no parser recognises this file ({format_scores(scores(registry, path))}); "
+                    "pass --format NAME (see `loganalyzer parsers`)"
+                )
+            ignored.append(str(path))
+            continue
+        if progress is not None:
+            progress(f"reading {path} ({name})")
+        runs.append(registry.get(name).parse(path))
+    if not runs:
+        raise InputError(
+            f"{', '.join(names)}: no file any parser recognises"
+            + (f" ({len(ignored)} ignored)" if ignored else "")
+            + "; see `loganalyzer parsers` for the formats read"
+        )
+    run = merge_runs(runs)
+    validate_run(run)
+    return Loaded(run, ignored)

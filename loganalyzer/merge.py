@@ -1,0 +1,90 @@
+"""Combine the Runs read from several files of one run (restarts, ranks, nodes) into one.
+
+Files are put in the order the run wrote them (first timestamp where every file has one,
+else first iteration, then path); a record that several files carry (each node's copy of
+the same line) is kept once; every file starts a new segment, and segments are renumbered
+0, 1, 2, ... over the records that remain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from loganalyzer.model import ConfigValue, Run
+
+# A record is the same record when all of these agree (copies printed by several ranks).
+RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
+
+
+def _order_key(run: Run) -> tuple[int, object, int, str]:
+    table = run.table
+    first_stamp = table["timestamp"].drop_nulls().min() if table.height else None
+    first_iteration = table["iteration"].min() if table.height else None
+    path = run.sources[0].path if run.sources else ""
+    has_stamp = 0 if first_stamp is not None else 1
+    return (
+        has_stamp,
+        first_stamp if first_stamp is not None else 0,
+        int(first_iteration) if isinstance(first_iteration, int) else 0,
+        path,
+    )
+
+
+def merge_runs(runs: Sequence[Run]) -> Run:
+    """One Run from several; a single run is returned unchanged."""
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=_order_key)
+    tables = []
+    offset = 0
+    for position, run in enumerate(ordered):
+        tables.append(
+            run.table.with_columns(_file=pl.lit(position), _seg=pl.col("segment") + offset)
+        )
+        offset += int(run.table["segment"].max() or 0) + 1  # type: ignore[arg-type]
+    table = pl.concat(tables)
+    table = table.filter(pl.struct(RECORD_IDENTITY).is_first_distinct())
+    table = table.with_columns(segment=pl.col("_seg").rank("dense").cast(pl.Int32) - 1).drop(
+        "_file", "_seg"
+    )
+    config: dict[str, ConfigValue] = {}
+    warnings: list[str] = []
+    for run in ordered:
+        warnings.extend(run.warnings)
+        for key, value in run.config.items():
+            if key not in config:
+                config[key] = value
+            elif config[key].value != value.value and key in _WATCHED_KEYS:
+                warnings.append(
+                    f"{value.provenance}: {key} = {value.value} differs from "
+                    f"{config[key].value} ({config[key].provenance}); the first is used"
+                )
+    frameworks = sorted({run.framework for run in ordered})
+    return Run(
+        framework=frameworks[0] if len(frameworks) == 1 else "+".join(frameworks),
+        config=config,
+        table=table,
+        metrics=pl.concat([run.metrics for run in ordered]),
+        sources=[source for run in ordered for source in run.sources],
+        warnings=warnings,
+    )
+
+
+# Differences in these between files are worth a warning; others (paths, seeds) are not.
+_WATCHED_KEYS = {
+    "num_layers",
+    "hidden_size",
+    "ffn_hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "seq_length",
+    "global_batch_size",
+    "micro_batch_size",
+    "world_size",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "dtype",
+    "recompute",
+}

@@ -1,0 +1,162 @@
+"""The data model every parser produces: a `Run` (config with provenance, per-iteration table,
+long metrics table). See the project's data-model contract; `validate_run` enforces it.
+
+Parsers extract only. Derived figures (FLOPs, MFU, slow steps) belong to the analysis layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+
+from loganalyzer.errors import SchemaError
+
+UTC_MICROS = pl.Datetime("us", "UTC")
+
+# Columns of the per-iteration table, in their fixed order, with their fixed dtypes.
+ITERATION_SCHEMA: Mapping[str, pl.DataType] = {
+    "iteration": pl.Int64(),
+    "interval": pl.Int64(),
+    "step_time_s": pl.Float64(),
+    "timestamp": UTC_MICROS,
+    "loss": pl.Float64(),
+    "lr": pl.Float64(),
+    "grad_norm": pl.Float64(),
+    "loss_scale": pl.Float64(),
+    "global_batch_size": pl.Int64(),
+    "tokens": pl.Int64(),
+    "samples_per_s": pl.Float64(),
+    "tokens_per_s": pl.Float64(),
+    "reported_tflops_per_gpu": pl.Float64(),
+    "skipped_iterations": pl.Int64(),
+    "nan_iterations": pl.Int64(),
+    "mem_allocated_gb": pl.Float64(),
+    "mem_max_allocated_gb": pl.Float64(),
+    "segment": pl.Int32(),
+    "rank": pl.Int32(),
+    "source": pl.String(),
+    "line": pl.Int64(),
+}
+
+# The long table of every other metric a source carries, so that nothing is dropped.
+# `rank` and `line` extend the contract's (iteration, name, value, source) for traceability.
+METRICS_SCHEMA: Mapping[str, pl.DataType] = {
+    "iteration": pl.Int64(),
+    "name": pl.String(),
+    "value": pl.Float64(),
+    "source": pl.String(),
+    "rank": pl.Int32(),
+    "line": pl.Int64(),
+}
+
+ProvenanceKind = Literal["log", "flag", "preset", "config", "wandb", "tensorboard", "derived"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a config value came from, precise enough for a user to go and check it."""
+
+    kind: ProvenanceKind
+    source: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.line is not None:
+            return f"{self.source}:{self.line}"
+        return self.source if self.kind in ("log", "config") else f"{self.kind} {self.source}"
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One fact about the run and where it came from."""
+
+    value: object
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A file (or folder, or W&B run) a run was read from."""
+
+    path: str
+    format: str
+    records: int
+
+
+@dataclass
+class Run:
+    """Everything a run left behind, extracted but not interpreted.
+
+    `config` keys are named like Megatron-LM arguments (num_layers, hidden_size, ...) plus
+    framework, framework_version, gpu_name, num_gpus, dtype, recompute, params.
+    """
+
+    framework: str
+    config: dict[str, ConfigValue]
+    table: pl.DataFrame
+    metrics: pl.DataFrame
+    sources: list[SourceInfo] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> object | None:
+        """The config value `name`, or None when the run does not say."""
+        found = self.config.get(name)
+        return None if found is None else found.value
+
+
+def empty_table() -> pl.DataFrame:
+    """A per-iteration table with no rows, for runs that logged none."""
+    return pl.DataFrame(schema=dict(ITERATION_SCHEMA))
+
+
+def empty_metrics() -> pl.DataFrame:
+    """A long metrics table with no rows."""
+    return pl.DataFrame(schema=dict(METRICS_SCHEMA))
+
+
+def _conform(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    unknown = set(frame.columns) - set(schema)
+    if unknown:
+        raise SchemaError(
+            f"unexpected columns {sorted(unknown)}: put extra metrics in the long table"
+        )
+    return frame.select(
+        [
+            pl.col(name).cast(dtype, strict=True)
+            if name in frame.columns
+            else pl.lit(None, dtype=dtype).alias(name)
+            for name, dtype in schema.items()
+        ]
+    )
+
+
+def conform_table(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add the columns a parser did not fill (as nulls), cast and order them as the contract fixes."""
+    return _conform(frame, ITERATION_SCHEMA)
+
+
+def conform_metrics(frame: pl.DataFrame) -> pl.DataFrame:
+    """The long-table counterpart of `conform_table`."""
+    return _conform(frame, METRICS_SCHEMA)
+
+
+def validate_run(run: Run) -> None:
+    """Raise SchemaError unless both tables have exactly the contract's columns, order and dtypes."""
+    for label, frame, schema in (
+        ("per-iteration table", run.table, ITERATION_SCHEMA),
+        ("metrics table", run.metrics, METRICS_SCHEMA),
+    ):
+        actual = list(frame.schema.items())
+        expected = list(schema.items())
+        if actual != expected:
+            raise SchemaError(f"{label} schema {actual} differs from the contract {expected}")
+    table = run.table
+    if table.height and table["iteration"].null_count():
+        raise SchemaError("per-iteration table has records without an iteration number")
+    if table.height and table["segment"].null_count():
+        raise SchemaError("per-iteration table has records without a segment number")
+    if (table["interval"] < 1).any():
+        raise SchemaError("per-iteration table has an interval below 1")

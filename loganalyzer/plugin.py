@@ -1,0 +1,45 @@
+"""The parser plugin API: how loganalyzer learns to read a new format.
+
+A parser is a class (or any object) registered in the entry-point group
+``loganalyzer.parsers`` of a distribution's metadata::
+
+    [project.entry-points."loganalyzer.parsers"]
+    myformat = "mypackage.parser:MyFormatParser"
+
+The built-in parsers are registered exactly this way, in loganalyzer's own pyproject.toml.
+The entry point may name a class (instantiated without arguments) or an instance. It provides:
+
+``name``
+    Short identifier used by ``--format`` and shown by ``loganalyzer parsers``.
+``description``
+    One line: which frameworks and versions it reads.
+``detect(path) -> float``
+    A confidence in [0, 1] that this parser reads ``path`` (a file or a folder). Must be cheap:
+    read at most the head of a file (``loganalyzer.sources.read_head``), never the whole of it;
+    must never raise (return 0.0 instead).
+``parse(path) -> Run``
+    Extract the run's config (every value with its provenance) and its per-iteration table
+    (``loganalyzer.model.conform_table`` fills the columns a format lacks). Parsers extract;
+    they never derive FLOPs, MFU or slow steps. Raise ``loganalyzer.errors.InputError`` with a
+    one-line message naming the file (and line) for unreadable input; put anything skipped or
+    assumed in ``Run.warnings``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from loganalyzer.model import Run
+
+
+@runtime_checkable
+class Parser(Protocol):
+    """What the registry needs of a parser plugin (see the module docstring)."""
+
+    name: str
+    description: str
+
+    def detect(self, path: Path) -> float: ...
+
+    def parse(self, path: Path) -> Run: ...

@@ -1,0 +1,103 @@
+"""The terminal summary: lays out the summary document, computes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _num(value: Any, fmt: str = ",.4g", unit: str = "") -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return f"{value:{fmt}}{unit}"
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "unknown" if value is None else f"{value * 100:.1f} %"
+
+
+def _rows(rows: list[tuple[str, str]]) -> list[str]:
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def render_summary(doc: dict[str, Any]) -> str:
+    """A few aligned sections a person reads top to bottom."""
+    run = doc["run"]
+    model = run["model"]
+    par = run["parallelism"]
+    lines = [f"loganalyzer {doc['tool_version']} — {run['framework']}"]
+    for source in doc["sources"]:
+        lines.append(f"  {source['path']}  ({source['format']}, {source['records']} records)")
+
+    lines.append("")
+    lines.append("Run")
+    gpu = run["gpu"]
+    shape = ", ".join(
+        f"{k}={model[k]}" for k in ("num_layers", "hidden_size", "num_attention_heads")
+    )
+    lines += _rows(
+        [
+            ("model", shape),
+            ("params", _num(model.get("params"), ",d")),
+            ("GPUs", f"{_num(run['num_gpus'], 'd')} × {gpu['name'] if gpu else 'unknown GPU'}"),
+            (
+                "parallelism",
+                " ".join(f"{k[0].upper()}P={v}" for k, v in par.items() if v is not None)
+                or "unknown",
+            ),
+            ("precision", _num(run["dtype"])),
+            ("recompute", _num(run["recompute"])),
+            (
+                "batch",
+                f"{_num(run['global_batch_size'], 'd')} × {_num(run['seq_length'], 'd')} tokens"
+                f" = {_num(run['tokens_per_iteration'], ',d')} tokens/iteration",
+            ),
+        ]
+    )
+
+    it = doc["iterations"]
+    st = doc["step_time_s"]
+    lines.append("")
+    lines.append("Iterations")
+    lines += _rows(
+        [
+            ("logged", f"{it['logged']} records, iterations {it['first']}–{it['last']}"),
+            ("segments", f"{it['segments']} (restarts: {max(it['segments'] - 1, 0)})"),
+            ("step time", f"median {_num(st['median'], '.4g', ' s')} (steady state)"),
+            (
+                "",
+                f"mean {_num(st['mean'], '.4g', ' s')}, p90 {_num(st['p90'], '.4g', ' s')}, "
+                f"min {_num(st['min'], '.4g', ' s')}, max {_num(st['max'], '.4g', ' s')}",
+            ),
+            ("throughput", f"{_num(doc['throughput']['tokens_per_s'], ',.0f')} tokens/s"),
+        ]
+    )
+
+    flops = doc.get("flops")
+    reported = doc["reported"]
+    lines.append("")
+    lines.append("Efficiency")
+    rows = []
+    if flops:
+        rows += [
+            ("formula", str(flops["formula"])),
+            ("FLOPs/iteration", _num(flops["per_iteration"], ".4e")),
+            ("TFLOPS/GPU", _num(flops["tflops_per_gpu"], ".1f")),
+            ("MFU", _pct(flops["mfu"])),
+            ("HFU", _pct(flops["hfu"])),
+        ]
+    else:
+        rows.append(("recomputed", "unknown (see warnings)"))
+    rows.append(("reported TFLOPS/GPU", _num(reported["tflops_per_gpu"], ".1f")))
+    lines += _rows(rows)
+
+    if doc.get("verdicts"):
+        lines.append("")
+        lines.append("Verdicts")
+        for verdict in doc["verdicts"]:
+            lines.append(f"  [{verdict['severity']}] {verdict['code']}: {verdict['message']}")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Vectorised building blocks for parsers of stdout logs (polars expressions, no row loops).
+
+Real logs are messy in the same ways whatever the framework: launcher prefixes (`12: `,
+`[rank3]:`, `[default0]:`), Kubernetes timestamps, ANSI colour codes, carriage returns,
+several ranks' lines glued together without a newline, numbers with thousands separators.
+These helpers handle that once for every text parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.sources import iter_line_chunks
+
+# ESC[...m colour codes, and the same with the ESC byte lost ("[32m"), as seen in real logs.
+ANSI = r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m"
+
+# Launcher labels at the start of a line. Group 1: slurm `srun --label` task id (a global rank);
+# group 2: torchrun `--role rank` rank. `[default0]:` and `[host:3]:` carry local ranks only.
+LAUNCHER_PREFIX = (
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+)?"  # kubelet timestamp
+    r"(?:(\d+):\s|\[rank(\d+)\]:|\[default\d+\]:|\[[\w.-]+:\d+\]:)?"
+)
+
+NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf)"
+
+_SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def line_frames(path: Path) -> Iterator[pl.DataFrame]:
+    """The file as DataFrames of (line: Int64, text: String), a bounded chunk at a time."""
+    for first, lines in iter_line_chunks(path):
+        yield pl.DataFrame(
+            {"line": pl.int_range(first, first + len(lines), eager=True), "text": lines},
+            schema={"line": pl.Int64, "text": pl.String},
+        )
+
+
+def clean(text: pl.Expr) -> pl.Expr:
+    """Remove ANSI colour codes."""
+    return text.str.replace_all(ANSI, "")
+
+
+def split_glued(frame: pl.DataFrame, record_start: str) -> pl.DataFrame:
+    """Split lines where several records were glued together or separated by '\\r'.
+
+    `record_start` is a regex for the start of a record; a newline is inserted before every
+    occurrence that does not already start the line, then lines are exploded (keeping their
+    line number). `piece` numbers the records of one line so (line, piece) identifies each.
+    """
+    return (
+        frame.with_columns(
+            pl.col("text")
+            .str.replace_all("\r", "\n", literal=True)
+            .str.replace_all(f"(.)({record_start})", "$1\n$2")
+            .str.split("\n")
+        )
+        .explode("text")
+        .filter(pl.col("text").str.strip_chars() != "")
+        .with_columns(piece=pl.int_range(pl.len(), dtype=pl.Int32).over("line"))
+    )
+
+
+def launcher_rank(text: pl.Expr) -> pl.Expr:
+    """The global rank a launcher label names (srun --label, torchrun [rankN]:), else null."""
+    found = text.str.extract_groups(LAUNCHER_PREFIX)
+    return (
+        pl.coalesce(found.struct.field("1"), found.struct.field("2"))
+        .cast(pl.Int32, strict=False)
+        .alias("rank")
+    )
+
+
+def kubelet_timestamp(text: pl.Expr) -> pl.Expr:
+    """The container runtime's timestamp at the start of a line, as text, else null."""
+    return text.str.extract(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s")
+
+
+def strip_launcher(text: pl.Expr) -> pl.Expr:
+    """The line without its launcher label or kubelet timestamp."""
+    return text.str.replace(LAUNCHER_PREFIX, "")
+
+
+def to_number(value: pl.Expr) -> pl.Expr:
+    """The first number in a printed value, as Float64.
+
+    Accepts what frameworks print: `1,234.5`, `1.25E-04`, `nan`, Primus's `current/average`
+    (`13100.0/13240.9` gives the current value), `615.5 (avg 615.5)`, and nanotron's
+    3-significant-digit suffixes (`3.4K`, `1.258B`).
+    """
+    match = value.str.strip_chars().str.extract_groups(f"^({NUMBER})\\s*([KMBGTP])?(?:\\b|$)")
+    number = match.struct.field("1").str.replace_all(",", "", literal=True)
+    scale = match.struct.field("2").replace_strict(_SUFFIX, default=1.0, return_dtype=pl.Float64)
+    return number.cast(pl.Float64, strict=False) * scale
+
+
+def to_timestamp(text: pl.Expr) -> pl.Expr:
+    """Parse the timestamp forms logs print (space or T, optional fraction, optional offset).
+
+    Times printed without an offset are local times of unknown zone: they are read as UTC,
+    which keeps intervals right; callers state that assumption.
+    """
+    cleaned = text.str.replace(",", ".", literal=True)
+    with_zone = cleaned.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$")
+    naive = cleaned.str.replace("T", " ", literal=True).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False
+    )
+    zoned = cleaned.str.replace(r"Z$", "+00:00").str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%:z", time_unit="us", strict=False
+    )
+    return (
+        pl.when(with_zone)
+        .then(zoned.dt.convert_time_zone("UTC"))
+        .otherwise(naive.dt.replace_time_zone("UTC"))
+    )

@@ -1,0 +1,1 @@
+"""Built-in parser plugins, registered through the loganalyzer.parsers entry points."""

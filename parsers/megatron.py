@@ -1,0 +1,598 @@
+"""Megatron-LM and Megatron-DeepSpeed stdout logs, every version since 2021.
+
+What it reads (the formats are quoted in the project's FORMATS reference):
+- iteration lines, ``iteration N/ M | key: value | ...`` with or without the leading
+  ``[YYYY-mm-dd HH:MM:SS(.ffffff)]``; elapsed time in ms, or in s (bigscience fork); any
+  field order; unknown fields kept in the long table;
+- the ``arguments`` dump → run config (every argument, with its file and line);
+  ``using world size: ...``, ``> padded vocab ... (new size: N)``, ``using torch.X for parameters``;
+- timers: one-line ``time (ms) | name: v | ...`` and the ``(min, max) time across ranks (ms):``
+  / ``max time across ranks (ms):`` blocks; ``[Rank N] (after K iterations) memory (MB) | ...``;
+  ``saving checkpoint at iteration N`` — all to the long table, tied to the last iteration seen;
+- launcher prefixes, ANSI codes, ``\\r``, records glued without a newline, and the copies that
+  several ranks or nodes print of one line (de-duplicated within each launch).
+
+Each launch (an ``arguments`` dump) or a step back of the iteration counter starts a segment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.errors import InputError
+from loganalyzer.model import (
+    ITERATION_SCHEMA,
+    ConfigValue,
+    Provenance,
+    Run,
+    SourceInfo,
+    conform_metrics,
+    conform_table,
+)
+from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.textlog import (
+    clean,
+    kubelet_timestamp,
+    launcher_rank,
+    line_frames,
+    split_glued,
+    strip_launcher,
+    to_number,
+    to_timestamp,
+)
+
+ITERATION = r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$"
+# Where a record starts, for splitting glued lines: an iteration line (with its timestamp),
+# a per-rank memory line, a one-line timer report.
+RECORD_START = (
+    r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]+[^\]]*\]\s*)?iteration\s+\d+\s*/\s*\d+\s*\|"
+    r"|\[Rank \d+\] \(after|time \(ms\) \|"
+)
+TIMESTAMP_BEFORE_ITERATION = (
+    r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s*iteration"
+)
+ARGS_START = r"^-+ arguments -+$"
+ARGS_END = r"^-+ end of arguments -+$"
+ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)(.*?)\s*$"
+TIMER_MINMAX = r"^\s+(\S.*?)\s*\.*:\s*\(\s*(" + r"[\d.]+" + r"),\s*([\d.]+)\)\s*$"
+TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
+MEMORY = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? memory \(MB\)(.*)$"
+CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d+)"
+VALIDATION = r"validation(?: loss)? at iteration (\d+) \|(.*)$"
+
+# Iteration-line fields that have a column of their own; every other field goes to the long
+# table under its printed name. Keys are lower-cased and stripped of spaces around them.
+FIELD_COLUMNS: dict[str, str] = {
+    "lm loss": "loss",
+    "lm-loss": "loss",
+    "loss": "loss",
+    "learning rate": "lr",
+    "grad norm": "grad_norm",
+    "loss scale": "loss_scale",
+    "global batch size": "global_batch_size",
+    "samples per second": "samples_per_s",
+    "throughput per gpu (tflop/s/gpu)": "reported_tflops_per_gpu",
+    "compute per gpu (tflop/s/gpu)": "reported_tflops_per_gpu",
+    "tflops": "reported_tflops_per_gpu",
+    "number of skipped iterations": "skipped_iterations",
+    "number of nan iterations": "nan_iterations",
+}
+# Divisors to seconds (a division keeps 150471.3 ms exactly 150.4713 s).
+STEP_TIME_FIELDS = {
+    "elapsed time per iteration (ms)": 1000.0,
+    "elapsed time per iteration (s)": 1.0,
+}
+# Fields only Megatron-DeepSpeed prints.
+DEEPSPEED_FIELDS = {
+    "consumed tokens",
+    "tflops",
+    "samples per second",
+    "tokens per gpu per second (tgs)",
+    "tokens per gpu per second(tgs)",
+    "actual seqlen",
+    "elapsed time per iteration (s)",
+    "curriculum seqlen",
+}
+
+DETECT_MARKERS = (
+    (re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration"), 0.95),
+    (re.compile(r"^-+ arguments -+$", re.M), 0.6),
+    (re.compile(r"using world size: \d+"), 0.6),
+    (re.compile(r"megatron", re.I), 0.3),
+)
+
+
+class MegatronParser:
+    """Megatron-LM and Megatron-DeepSpeed stdout logs (the plugin API is in loganalyzer.plugin)."""
+
+    name = "megatron"
+    description = "Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs"
+
+    def detect(self, path: Path) -> float:
+        if not path.is_file():
+            return 0.0
+        head = read_head(path)
+        if not head or is_probably_binary(head):
+            return 0.0
+        return max((score for marker, score in DETECT_MARKERS if marker.search(head)), default=0.0)
+
+    def parse(self, path: Path) -> Run:
+        chunks = [_scan_chunk(frame) for frame in _stateful_frames(path)]
+        records = pl.concat([c.records for c in chunks], how="diagonal_relaxed")
+        fields = pl.concat([c.fields for c in chunks])
+        metrics = pl.concat([c.metrics for c in chunks], how="diagonal_relaxed")
+        facts = pl.concat([c.facts for c in chunks])
+        if records.height == 0 and facts.height == 0:
+            raise InputError(f"{path}: no Megatron iteration lines or arguments found")
+        config, framework, warnings = _config(facts, fields, str(path))
+        table = _table(records, fields, config, str(path))
+        long = _metrics(metrics, fields, records, str(path))
+        if table.height == 0:
+            warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
+        if records["naive_stamp"].any():
+            warnings.append(
+                f"{path}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
+            )
+        return Run(
+            framework=framework,
+            config=config,
+            table=table,
+            metrics=long,
+            sources=[SourceInfo(str(path), self.name, table.height)],
+            warnings=warnings,
+        )
+
+
+class _Chunk:
+    """What one chunk of lines yielded, before the file-level assembly."""
+
+    def __init__(
+        self,
+        records: pl.DataFrame,
+        fields: pl.DataFrame,
+        metrics: pl.DataFrame,
+        facts: pl.DataFrame,
+    ) -> None:
+        self.records = records
+        self.fields = fields
+        self.metrics = metrics
+        self.facts = facts
+
+
+def _stateful_frames(path: Path) -> list[pl.DataFrame]:
+    """Line chunks with the candidate lines only, tagged with the launch and arguments state.
+
+    The state (which launch, inside an arguments dump or not) is carried across chunks so
+    a dump split between two chunks is still read whole.
+    """
+    out: list[pl.DataFrame] = []
+    launch_offset = 0
+    in_args = 0
+    for frame in line_frames(path):
+        body = frame.with_columns(
+            launcher_rank(pl.col("text")),
+            kubelet_timestamp(pl.col("text")).alias("line_stamp"),
+            clean(strip_launcher(pl.col("text"))).alias("text"),
+        )
+        start = body["text"].str.contains(ARGS_START)
+        end = body["text"].str.contains(ARGS_END)
+        depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
+        body = body.with_columns(
+            launch=(start.cast(pl.Int32).cum_sum() + launch_offset),
+            in_args=(depth > 0) & ~start,
+        )
+        launch_offset = int(body["launch"][-1]) if body.height else launch_offset
+        in_args = int(depth[-1]) if body.height else in_args
+        in_args = max(in_args, 0)
+        out.append(
+            body.filter(
+                pl.col("in_args")
+                | pl.col("text").str.contains(
+                    r"iteration|memory \(MB\)|time \(ms\)|time across ranks|world size|"
+                    r"padded vocab|for parameters|\.\.\.:"
+                )
+            )
+        )
+    return out
+
+
+def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
+    args = (
+        frame.filter(pl.col("in_args"))
+        .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
+        .select(
+            "line",
+            "launch",
+            key=pl.col("m").struct.field("1"),
+            value=pl.col("m").struct.field("2"),
+        )
+        .drop_nulls("key")
+    )
+    other = frame.filter(~pl.col("in_args"))
+    facts = pl.concat([args, _facts(other)])
+    pieces = split_glued(other, RECORD_START)
+    records = _iteration_records(pieces)
+    fields = _fields(records)
+    metrics = pl.concat(
+        [_timers(pieces), _memory(pieces), _checkpoints(pieces), _validation(pieces)],
+        how="diagonal_relaxed",
+    )
+    return _Chunk(records.drop("rest"), fields, metrics, facts)
+
+
+def _facts(frame: pl.DataFrame) -> pl.DataFrame:
+    """Start-up lines outside the arguments dump that state the world size, vocab, dtype."""
+    text = pl.col("text")
+    world = text.str.extract_groups(
+        r"using world size: (\d+)(?:,? and model-parallel size: (\d+))?"
+        r"(?:, data-parallel[- ]size: (\d+))?"
+        r"(?:, context-parallel size: (\d+))?"
+        r"(?:, hierarchical context-parallel sizes: [^,]*)?"
+        r"(?:, tensor-model-parallel size: (\d+))?"
+        r"(?:, pipeline-model-parallel size: (\d+))?"
+    )
+    names = [
+        ("1", "world_size"),
+        ("2", "tensor_model_parallel_size"),
+        ("3", "data_parallel_size"),
+        ("4", "context_parallel_size"),
+        ("5", "tensor_model_parallel_size"),
+        ("6", "pipeline_model_parallel_size"),
+    ]
+    found = [
+        frame.select("line", "launch", key=pl.lit(key), value=world.struct.field(group)).drop_nulls(
+            "value"
+        )
+        for group, key in names
+    ]
+    found.append(
+        frame.select(
+            "line",
+            "launch",
+            key=pl.lit("padded_vocab_size"),
+            value=text.str.extract(
+                r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)"
+            ),
+        ).drop_nulls("value")
+    )
+    found.append(
+        frame.select(
+            "line",
+            "launch",
+            key=pl.lit("params_dtype"),
+            value=text.str.extract(r"^using (torch\.\w+) for parameters"),
+        ).drop_nulls("value")
+    )
+    return pl.concat(found)
+
+
+def _iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    found = text.str.extract_groups(ITERATION)
+    stamp = pl.coalesce(text.str.extract(TIMESTAMP_BEFORE_ITERATION), pl.col("line_stamp"))
+    return (
+        pieces.with_columns(m=found)
+        .filter(pl.col("m").struct.field("1").is_not_null())
+        .select(
+            "line",
+            "piece",
+            "launch",
+            "rank",
+            iteration=pl.col("m").struct.field("1").cast(pl.Int64),
+            train_iters=pl.col("m").struct.field("2").cast(pl.Int64),
+            rest=pl.col("m").struct.field("3"),
+            timestamp=to_timestamp(stamp),
+            naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
+            # copies of one line printed by several ranks or nodes share this key
+            key=pl.col("m").struct.field("3").hash(),
+        )
+    )
+
+
+def _fields(records: pl.DataFrame) -> pl.DataFrame:
+    """Every `key: value` field of every iteration line, long: (line, key, value)."""
+    return (
+        records.select("line", "piece", field=pl.col("rest").str.split("|"))
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*([^:]*[^:\s])\s*:\s*(.*?)\s*$"))
+        .select(
+            "line",
+            "piece",
+            key=pl.col("m").struct.field("1").str.to_lowercase(),
+            printed=pl.col("m").struct.field("1"),
+            value=to_number(pl.col("m").struct.field("2")),
+        )
+        .drop_nulls("key")
+    )
+
+
+def _timers(pieces: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    one_line = (
+        pieces.filter(text.str.contains(r"time \(ms\) \|"))
+        .with_columns(field=text.str.replace(r"^.*?time \(ms\) \|", "").str.split("|"))
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
+        .select(
+            "line",
+            "launch",
+            "rank",
+            name=pl.lit("timer/") + pl.col("m").struct.field("1"),
+            value=to_number(pl.col("m").struct.field("2")),
+        )
+    )
+    minmax = pieces.with_columns(m=text.str.extract_groups(TIMER_MINMAX)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+    mins = minmax.select(
+        "line",
+        "launch",
+        "rank",
+        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/min",
+        value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
+    )
+    maxs = minmax.select(
+        "line",
+        "launch",
+        "rank",
+        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
+        value=pl.col("m").struct.field("3").cast(pl.Float64, strict=False),
+    )
+    max_only = (
+        pieces.with_columns(m=text.str.extract_groups(TIMER_MAX))
+        .filter(pl.col("m").struct.field("1").is_not_null())
+        .select(
+            "line",
+            "launch",
+            "rank",
+            name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
+            value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
+        )
+    )
+    return (
+        pl.concat([one_line, mins, maxs, max_only])
+        .drop_nulls(["name", "value"])
+        .with_columns(after=pl.lit(None, dtype=pl.Int64))
+    )
+
+
+def _memory(pieces: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    return (
+        pieces.with_columns(m=text.str.extract_groups(MEMORY))
+        .filter(pl.col("m").struct.field("2").is_not_null())
+        .with_columns(
+            rank=pl.coalesce(pl.col("m").struct.field("1").cast(pl.Int32), pl.col("rank")),
+            after=pl.col("m").struct.field("2").cast(pl.Int64),
+            field=pl.col("m").struct.field("3").str.split("|"),
+        )
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "after",
+            name=pl.lit("memory/")
+            + pl.col("m").struct.field("1").str.replace_all(" ", "_")
+            + pl.lit("_mb"),
+            value=to_number(pl.col("m").struct.field("2")),
+        )
+        .drop_nulls(["name", "value"])
+    )
+
+
+def _checkpoints(pieces: pl.DataFrame) -> pl.DataFrame:
+    return (
+        pieces.with_columns(after=pl.col("text").str.extract(CHECKPOINT_SAVE).cast(pl.Int64))
+        .drop_nulls("after")
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "after",
+            name=pl.lit("event/checkpoint_save"),
+            value=pl.lit(1.0),
+        )
+    )
+
+
+def _validation(pieces: pl.DataFrame) -> pl.DataFrame:
+    """`validation loss at iteration N | lm loss value: v | lm loss PPL: v |` → validation/<key>."""
+    return (
+        pieces.with_columns(m=pl.col("text").str.extract_groups(VALIDATION))
+        .filter(pl.col("m").struct.field("1").is_not_null())
+        .with_columns(
+            after=pl.col("m").struct.field("1").cast(pl.Int64),
+            field=pl.col("m").struct.field("2").str.split("|"),
+        )
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "after",
+            name=pl.lit("validation/") + pl.col("m").struct.field("1"),
+            value=to_number(pl.col("m").struct.field("2")),
+        )
+        .drop_nulls(["name", "value"])
+    )
+
+
+def _typed(raw: str) -> object:
+    """An argument's printed value as Python: None, bool, int, float, or the string."""
+    if raw == "None":
+        return None
+    if raw in ("True", "False"):
+        return raw == "True"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _config(
+    facts: pl.DataFrame, fields: pl.DataFrame, source: str
+) -> tuple[dict[str, ConfigValue], str, list[str]]:
+    """The run config: every argument of the first dump, then the start-up facts it lacks."""
+    warnings: list[str] = []
+    config: dict[str, ConfigValue] = {}
+    first = facts.sort("line").unique("key", keep="first", maintain_order=True)
+    for key, value, line in first.select("key", "value", "line").iter_rows():
+        typed = _typed(value)
+        if typed is not None:
+            config[key] = ConfigValue(typed, Provenance("log", source, line))
+    later = facts.join(first.select("key", first_value="value"), on="key").filter(
+        pl.col("value") != pl.col("first_value")
+    )
+    for key, value, first_value, line in (
+        later.unique("key", keep="first", maintain_order=True)
+        .select("key", "value", "first_value", "line")
+        .iter_rows()
+    ):
+        warnings.append(
+            f"{source}:{line}: {key} changed from {first_value} to {value} in a later launch; "
+            "the first value is used"
+        )
+    _derive_config(config)
+    printed_keys = set(fields["key"].unique().to_list())
+    # Only Megatron-DeepSpeed has a `deepspeed` argument (False when run without the engine).
+    deepspeed_fork = "deepspeed" in config or bool(printed_keys & DEEPSPEED_FIELDS)
+    framework = "megatron-deepspeed" if deepspeed_fork else "megatron-lm"
+    return config, framework, warnings
+
+
+def _derive_config(config: dict[str, ConfigValue]) -> None:
+    """Name the facts the data model asks for (dtype, recompute, num_gpus) from Megatron args."""
+
+    def flag(name: str) -> ConfigValue | None:
+        found = config.get(name)
+        return found if found is not None and found.value not in (False, None) else None
+
+    if "dtype" not in config:
+        for arg, dtype in (("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "fp16")):
+            if (found := flag(arg)) is not None:
+                config["dtype"] = ConfigValue(dtype, found.provenance)
+                break
+        else:
+            torch_dtype = config.get("params_dtype")
+            names = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
+            if torch_dtype is not None and str(torch_dtype.value) in names:
+                config["dtype"] = ConfigValue(names[str(torch_dtype.value)], torch_dtype.provenance)
+    granularity = flag("recompute_granularity")
+    checkpointing = flag("checkpoint_activations") or flag("recompute_activations")
+    if granularity is not None:
+        config["recompute"] = ConfigValue(str(granularity.value), granularity.provenance)
+    elif checkpointing is not None:
+        kind = "selective" if checkpointing is config.get("recompute_activations") else "full"
+        config["recompute"] = ConfigValue(kind, checkpointing.provenance)
+    elif "recompute_granularity" in config or "checkpoint_activations" in config:
+        source = (
+            config.get("recompute_granularity") or config["checkpoint_activations"]
+        ).provenance
+        config["recompute"] = ConfigValue("none", source)
+    if "world_size" in config:
+        config["num_gpus"] = config["world_size"]
+
+
+def _table(
+    records: pl.DataFrame, fields: pl.DataFrame, config: dict[str, ConfigValue], source: str
+) -> pl.DataFrame:
+    deduped = records.filter(pl.struct("launch", "key").is_first_distinct()).sort("line", "piece")
+    wide = _wide_fields(
+        fields.join(deduped.select("line", "piece"), on=["line", "piece"], how="semi")
+    )
+    table = deduped.join(wide, on=["line", "piece"], how="left")
+    new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
+        pl.col("iteration") <= pl.col("iteration").shift(1)
+    )
+    table = table.with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
+    log_interval = config.get("log_interval")
+    table = table.with_columns(interval=_interval(log_interval.value if log_interval else None))
+    return conform_table(
+        table.select(
+            [c for c in table.columns if c in ITERATION_SCHEMA and c != "source"]
+            + [pl.lit(source).alias("source")]
+        )
+    )
+
+
+def _wide_fields(fields: pl.DataFrame) -> pl.DataFrame:
+    """The iteration-line fields that have a column, one column each, keyed by line."""
+    step_divisor = pl.col("key").replace_strict(
+        STEP_TIME_FIELDS, default=None, return_dtype=pl.Float64
+    )
+    known = fields.with_columns(
+        column=pl.when(step_divisor.is_not_null())
+        .then(pl.lit("step_time_s"))
+        .otherwise(pl.col("key").replace_strict(FIELD_COLUMNS, default=None)),
+        value=pl.col("value") / step_divisor.fill_null(1.0),
+    ).drop_nulls("column")
+    columns = list(dict.fromkeys(list(FIELD_COLUMNS.values()) + ["step_time_s"]))
+    wide = known.unique(["line", "piece", "column"], keep="first", maintain_order=True).pivot(
+        on="column", index=["line", "piece"], values="value", on_columns=columns
+    )
+    return wide
+
+
+def _interval(log_interval: object) -> pl.Expr:
+    """Iterations each record covers: the step from the previous record, at most the log interval.
+
+    The log interval is the `log_interval` argument when the log has it, else the segment's
+    most common step. A larger step means records are missing (a cut log), not a longer
+    average; a segment's first record covers the log interval (or its iteration number, if
+    smaller).
+    """
+    step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
+    typical = (
+        pl.lit(log_interval, dtype=pl.Int64)
+        if isinstance(log_interval, int) and log_interval > 0
+        else step.drop_nulls().mode().min().over("segment")
+    )
+    first = pl.min_horizontal(typical, pl.col("iteration"))
+    return (
+        pl.coalesce(pl.min_horizontal(step, typical), first, pl.lit(1))
+        .clip(lower_bound=1)
+        .cast(pl.Int64)
+    )
+
+
+def _metrics(
+    metrics: pl.DataFrame, fields: pl.DataFrame, records: pl.DataFrame, source: str
+) -> pl.DataFrame:
+    """The long table: extra iteration-line fields, timers, memory, checkpoint events.
+
+    Lines without their own iteration number (timers) belong to the last iteration line above.
+    """
+    kept_lines = records.filter(pl.struct("launch", "key").is_first_distinct()).select(
+        "line", "piece", "iteration"
+    )
+    extra = (
+        fields.filter(~pl.col("key").is_in(list(FIELD_COLUMNS) + list(STEP_TIME_FIELDS)))
+        .join(kept_lines, on=["line", "piece"])
+        .select("line", "iteration", name=pl.col("printed"), value="value")
+        .drop_nulls("value")
+    )
+    if metrics.height:
+        anchors = kept_lines.sort("line", "piece").drop("piece")
+        placed = metrics.sort("line").join_asof(
+            anchors.rename({"line": "anchor_line"}),
+            left_on="line",
+            right_on="anchor_line",
+            strategy="backward",
+        )
+        placed = placed.with_columns(iteration=pl.coalesce("after", "iteration")).filter(
+            pl.struct("launch", "name", "rank", "value", "iteration").is_first_distinct()
+        )
+        other = placed.select("line", "iteration", "name", "value", "rank")
+    else:
+        other = None
+    frames = [extra] + ([other] if other is not None else [])
+    combined = pl.concat(frames, how="diagonal_relaxed").with_columns(source=pl.lit(source))
+    return conform_metrics(combined.sort("line", maintain_order=True))

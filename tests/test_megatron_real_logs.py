@@ -1,0 +1,89 @@
+"""Every Megatron-family log under ../shared/logs parses to the numbers grep finds in it.
+
+The expected figures were extracted independently of the parser, per file, with:
+  records:   grep -o "iteration *[0-9]*/ *[0-9]* |.*elapsed time per iteration ([ms]*): [0-9.]*" F | sort -u | wc -l
+  first/last iteration: grep -o " iteration *[0-9]*/" F | grep -o "[0-9]*" | sort -n | sed -n '1p;$p'
+  min/max step time (as printed): grep -o "elapsed time per iteration ([ms]*): [0-9.]*" F | awk '{print $NF}' | sort -g
+  world size: grep -o -m1 "using world size: [0-9]*" F
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loganalyzer.cli import main
+
+# path, records, first, last, min printed, max printed, unit divisor to seconds, world size
+CASES = [
+    ("bigscience/gpt2-meg-ds-3d-old/meg_ds_3d_gpt2_perf_n16.out", 2, 1, 2, 145207.0, 150471.3, 1000, 64),
+    ("bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-off.out", 62, 1, 62, 120406.6, 144915.6, 1000, 64),
+    ("bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-on.out", 49, 1, 49, 125643.3, 159778.9, 1000, 64),
+    ("bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out", 4, 1, 4, 123742.4, 128917.0, 1000, 64),
+    ("bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16_nbs48_ms48.out", 3, 1, 3, 121899.8, 125912.4, 1000, 64),
+    ("bigscience/gpt2-meg/meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out", 20, 10, 200, 1572.7, 3171.3, 1000, 32),
+    ("bigscience/gpt2-meg/meg_gpt2_perf_n16-1999618.out", 4, 1, 4, 122224.0, 150891.7, 1000, 64),
+    ("bigscience/gpt2-meg/meg_gpt2_perf_n16.out", 3, 1, 3, 128891.5, 155483.8, 1000, 64),
+    ("excerpts/megatron_2.txt", 20, 10, 200, 1572.7, 3171.3, 1000, None),
+    ("excerpts/megatron_3.txt", 8, 2, 87, 5361.6, 5829.9, 1000, None),
+    ("excerpts/megatron_4.txt", 1, 10, 10, 356.2, 356.2, 1000, None),
+    ("excerpts/megatron_deepspeed_1.txt", 49, 1, 49, 125643.3, 159778.9, 1000, None),
+    ("excerpts/megatron_deepspeed_2.txt", 17, 31214, 45000, 105.16, 111.14, 1, None),
+    ("excerpts/megatron_deepspeed_3.txt", 6, 2, 2, 430.21, 853.81, 1, None),
+    ("excerpts/megatron_deepspeed_4.txt", 2, 1, 2, 20298.3, 25849.1, 1000, None),
+    ("excerpts/megatron_deepspeed_5.txt", 2, 199, 200, 14287.5, 14541.4, 1000, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "records", "first", "last", "low", "high", "divisor", "world"),
+    CASES,
+    ids=[c[0].rsplit("/", 1)[-1] for c in CASES],
+)
+def test_summary_matches_grep(
+    shared_logs: Path,
+    name: str,
+    records: int,
+    first: int,
+    last: int,
+    low: float,
+    high: float,
+    divisor: int,
+    world: int | None,
+) -> None:
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(shared_logs / name)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["iterations"]["logged"] == records
+    assert doc["iterations"]["first"] == first
+    assert doc["iterations"]["last"] == last
+    assert doc["step_time_s"]["min"] == pytest.approx(low / divisor, rel=1e-12)
+    assert doc["step_time_s"]["max"] == pytest.approx(high / divisor, rel=1e-12)
+    assert doc["run"]["num_gpus"] == world
+    assert doc["sources"][0]["format"] == "megatron"
+
+
+def test_arguments_only_log_gives_config_and_a_warning(shared_logs: Path) -> None:
+    """megatron_1.txt is a start-up excerpt: config, no iteration line."""
+    result = CliRunner().invoke(
+        main, ["summary", "--json", str(shared_logs / "excerpts/megatron_1.txt")]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["iterations"]["logged"] == 0
+    assert doc["run"]["num_gpus"] == 32
+    assert any("no iteration lines" in w for w in doc["warnings"])
+
+
+def test_bigscience_directory_reads_every_megatron_file(shared_logs: Path) -> None:
+    """A directory mixing Megatron and HF+DeepSpeed logs: Megatron files read, others listed."""
+    result = CliRunner().invoke(
+        main, ["summary", "--json", str(shared_logs / "bigscience/gpt2-meg")]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted(s["records"] for s in doc["sources"]) == [3, 4, 20]
+    assert doc["iterations"]["logged"] == 27
