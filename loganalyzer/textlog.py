@@ -97,6 +97,26 @@ def to_number(value: pl.Expr) -> pl.Expr:
     return number.cast(pl.Float64, strict=False) * scale
 
 
+def numbers(frame: pl.DataFrame, column: str, out: str) -> pl.DataFrame:
+    """`frame` with `out` = the number printed in `column` (see `to_number`), dropping `column`.
+
+    Most printed values are plain numbers that a cast reads; only the rest pay for the
+    regular expression of `to_number`.
+    """
+    fast = frame.with_columns(
+        pl.col(column).str.strip_chars().cast(pl.Float64, strict=False).alias(out)
+    )
+    if fast[out].null_count() == 0:
+        return fast.drop(column)
+    fast = fast.with_row_index("_order")
+    slow = fast.filter(pl.col(out).is_null()).with_columns(to_number(pl.col(column)).alias(out))
+    return (
+        pl.concat([fast.filter(pl.col(out).is_not_null()), slow])
+        .sort("_order")
+        .drop("_order", column)
+    )
+
+
 def to_timestamp(text: pl.Expr) -> pl.Expr:
     """Parse the timestamp forms logs print (space or T, optional fraction, optional offset).
 

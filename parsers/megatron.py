@@ -18,6 +18,8 @@ Each launch (an ``arguments`` dump) or a step back of the iteration counter star
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -40,6 +42,7 @@ from loganalyzer.textlog import (
     line_frames,
     split_glued,
     strip_launcher,
+    numbers,
     to_number,
     to_timestamp,
 )
@@ -122,14 +125,19 @@ class MegatronParser:
     def parse(self, path: Path) -> Run:
         chunks = [_scan_chunk(frame) for frame in _stateful_frames(path)]
         records = pl.concat([c.records for c in chunks], how="diagonal_relaxed")
-        fields = pl.concat([c.fields for c in chunks])
-        metrics = pl.concat([c.metrics for c in chunks], how="diagonal_relaxed")
         facts = pl.concat([c.facts for c in chunks])
         if records.height == 0 and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
-        config, framework, warnings = _config(facts, fields, str(path))
-        table = _table(records, fields, config, str(path))
-        long = _metrics(metrics, fields, records, str(path))
+        keys = frozenset().union(*(c.keys for c in chunks))
+        config, framework, warnings = _config(facts, keys, str(path))
+        kept = records.filter(pl.struct("launch", "key").is_first_distinct())
+        table = _table(kept, config, str(path))
+        long = _metrics(
+            pl.concat([c.extras for c in chunks]),
+            pl.concat([c.metrics for c in chunks], how="diagonal_relaxed"),
+            kept,
+            str(path),
+        )
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
         if records["naive_stamp"].any():
@@ -146,57 +154,63 @@ class MegatronParser:
         )
 
 
+@dataclass(frozen=True)
 class _Chunk:
     """What one chunk of lines yielded, before the file-level assembly."""
 
-    def __init__(
-        self,
-        records: pl.DataFrame,
-        fields: pl.DataFrame,
-        metrics: pl.DataFrame,
-        facts: pl.DataFrame,
-    ) -> None:
-        self.records = records
-        self.fields = fields
-        self.metrics = metrics
-        self.facts = facts
+    records: pl.DataFrame  # one row per iteration line (copies not yet removed)
+    extras: pl.DataFrame  # iteration-line fields without a column of their own
+    metrics: pl.DataFrame  # timers, memory, checkpoint saves, validation
+    facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
+    keys: frozenset[str]  # every iteration-line field name seen
 
 
-def _stateful_frames(path: Path) -> list[pl.DataFrame]:
+# Literal markers of the lines this parser reads; everything else is skipped unparsed.
+CANDIDATES = (
+    "iteration",
+    "memory (MB)",
+    "time (ms)",
+    "across ranks",
+    ".:",
+    "world size",
+    "padded vocab",
+    "for parameters",
+    "saving checkpoint",
+    "validation",
+)
+
+
+def _stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
     """Line chunks with the candidate lines only, tagged with the launch and arguments state.
 
     The state (which launch, inside an arguments dump or not) is carried across chunks so
-    a dump split between two chunks is still read whole.
+    a dump split between two chunks is still read whole. Cheap literal tests pick the
+    candidate lines; the regular expressions only ever see those.
     """
-    out: list[pl.DataFrame] = []
     launch_offset = 0
     in_args = 0
     for frame in line_frames(path):
-        body = frame.with_columns(
-            launcher_rank(pl.col("text")),
-            kubelet_timestamp(pl.col("text")).alias("line_stamp"),
-            clean(strip_launcher(pl.col("text"))).alias("text"),
-        )
-        start = body["text"].str.contains(ARGS_START)
-        end = body["text"].str.contains(ARGS_END)
+        text = frame["text"]
+        start = text.str.contains("-- arguments --", literal=True)
+        end = text.str.contains("-- end of arguments --", literal=True)
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
-        body = body.with_columns(
-            launch=(start.cast(pl.Int32).cum_sum() + launch_offset),
-            in_args=(depth > 0) & ~start,
-        )
-        launch_offset = int(body["launch"][-1]) if body.height else launch_offset
-        in_args = int(depth[-1]) if body.height else in_args
-        in_args = max(in_args, 0)
-        out.append(
-            body.filter(
-                pl.col("in_args")
-                | pl.col("text").str.contains(
-                    r"iteration|memory \(MB\)|time \(ms\)|time across ranks|world size|"
-                    r"padded vocab|for parameters|\.\.\.:"
-                )
+        launch = start.cast(pl.Int32).cum_sum() + launch_offset
+        inside = (depth > 0) & ~start
+        candidate = inside
+        for marker in CANDIDATES:
+            candidate = candidate | text.str.contains(marker, literal=True)
+        if frame.height:
+            launch_offset = int(launch[-1])
+            in_args = max(int(depth[-1]), 0)
+        yield (
+            frame.with_columns(launch=launch, in_args=inside)
+            .filter(candidate)
+            .with_columns(
+                launcher_rank(pl.col("text")),
+                kubelet_timestamp(pl.col("text")).alias("line_stamp"),
+                clean(strip_launcher(pl.col("text"))).alias("text"),
             )
         )
-    return out
 
 
 def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
@@ -212,15 +226,38 @@ def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
         .drop_nulls("key")
     )
     other = frame.filter(~pl.col("in_args"))
-    facts = pl.concat([args, _facts(other)])
+    facts = pl.concat([args, _facts(_having(other, "world size", "padded vocab", "parameters"))])
     pieces = split_glued(other, RECORD_START)
-    records = _iteration_records(pieces)
+    records = _iteration_records(_having(pieces, "iteration"))
     fields = _fields(records)
+    wide = _wide_fields(fields)
+    extras = fields.filter(pl.col("column").is_null()).select(
+        "line", "piece", name=pl.col("printed"), value="value"
+    )
     metrics = pl.concat(
-        [_timers(pieces), _memory(pieces), _checkpoints(pieces), _validation(pieces)],
+        [
+            _timers(_having(pieces, "time (ms)", ".:")),
+            _memory(_having(pieces, "memory (MB)")),
+            _checkpoints(_having(pieces, "saving checkpoint")),
+            _validation(_having(pieces, "validation")),
+        ],
         how="diagonal_relaxed",
     )
-    return _Chunk(records.drop("rest"), fields, metrics, facts)
+    return _Chunk(
+        records=records.drop("rest").join(wide, on=["line", "piece"], how="left"),
+        extras=extras.drop_nulls("value"),
+        metrics=metrics,
+        facts=facts,
+        keys=frozenset(fields["key"].unique().to_list()),
+    )
+
+
+def _having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:
+    """The rows whose text contains any of the literal markers."""
+    test = pl.lit(False)
+    for marker in markers:
+        test = test | pl.col("text").str.contains(marker, literal=True)
+    return frame.filter(test)
 
 
 def _facts(frame: pl.DataFrame) -> pl.DataFrame:
@@ -287,25 +324,36 @@ def _iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
             timestamp=to_timestamp(stamp),
             naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
             # copies of one line printed by several ranks or nodes share this key
-            key=pl.col("m").struct.field("3").hash(),
+            key=pl.struct(pl.col("m").struct.field("1"), pl.col("m").struct.field("3")).hash(),
         )
     )
 
 
 def _fields(records: pl.DataFrame) -> pl.DataFrame:
-    """Every `key: value` field of every iteration line, long: (line, key, value)."""
-    return (
+    """Every `key: value` field of every iteration line, long: (line, piece, key, value),
+    with `column` naming the table column it fills (null for fields kept in the long table).
+    """
+    pairs = (
         records.select("line", "piece", field=pl.col("rest").str.split("|"))
         .explode("field")
-        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*([^:]*[^:\s])\s*:\s*(.*?)\s*$"))
+        .with_columns(kv=pl.col("field").str.splitn(":", 2))
         .select(
             "line",
             "piece",
-            key=pl.col("m").struct.field("1").str.to_lowercase(),
-            printed=pl.col("m").struct.field("1"),
-            value=to_number(pl.col("m").struct.field("2")),
+            printed=pl.col("kv").struct.field("field_0").str.strip_chars(),
+            raw=pl.col("kv").struct.field("field_1"),
         )
-        .drop_nulls("key")
+        .filter(pl.col("raw").is_not_null())
+        .with_columns(key=pl.col("printed").str.to_lowercase())
+    )
+    step_divisor = pl.col("key").replace_strict(
+        STEP_TIME_FIELDS, default=None, return_dtype=pl.Float64
+    )
+    return numbers(pairs, "raw", "value").with_columns(
+        column=pl.when(step_divisor.is_not_null())
+        .then(pl.lit("step_time_s"))
+        .otherwise(pl.col("key").replace_strict(FIELD_COLUMNS, default=None)),
+        value=pl.col("value") / step_divisor.fill_null(1.0),
     )
 
 
@@ -438,7 +486,7 @@ def _typed(raw: str) -> object:
 
 
 def _config(
-    facts: pl.DataFrame, fields: pl.DataFrame, source: str
+    facts: pl.DataFrame, printed_keys: frozenset[str], source: str
 ) -> tuple[dict[str, ConfigValue], str, list[str]]:
     """The run config: every argument of the first dump, then the start-up facts it lacks."""
     warnings: list[str] = []
@@ -461,7 +509,6 @@ def _config(
             "the first value is used"
         )
     _derive_config(config)
-    printed_keys = set(fields["key"].unique().to_list())
     # Only Megatron-DeepSpeed has a `deepspeed` argument (False when run without the engine).
     deepspeed_fork = "deepspeed" in config or bool(printed_keys & DEEPSPEED_FIELDS)
     framework = "megatron-deepspeed" if deepspeed_fork else "megatron-lm"
@@ -501,14 +548,9 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
         config["num_gpus"] = config["world_size"]
 
 
-def _table(
-    records: pl.DataFrame, fields: pl.DataFrame, config: dict[str, ConfigValue], source: str
-) -> pl.DataFrame:
-    deduped = records.filter(pl.struct("launch", "key").is_first_distinct()).sort("line", "piece")
-    wide = _wide_fields(
-        fields.join(deduped.select("line", "piece"), on=["line", "piece"], how="semi")
-    )
-    table = deduped.join(wide, on=["line", "piece"], how="left")
+def _table(records: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> pl.DataFrame:
+    """The per-iteration table from the de-duplicated records, with segments and intervals."""
+    table = records.sort("line", "piece")
     new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
         pl.col("iteration") <= pl.col("iteration").shift(1)
     )
@@ -524,16 +566,8 @@ def _table(
 
 
 def _wide_fields(fields: pl.DataFrame) -> pl.DataFrame:
-    """The iteration-line fields that have a column, one column each, keyed by line."""
-    step_divisor = pl.col("key").replace_strict(
-        STEP_TIME_FIELDS, default=None, return_dtype=pl.Float64
-    )
-    known = fields.with_columns(
-        column=pl.when(step_divisor.is_not_null())
-        .then(pl.lit("step_time_s"))
-        .otherwise(pl.col("key").replace_strict(FIELD_COLUMNS, default=None)),
-        value=pl.col("value") / step_divisor.fill_null(1.0),
-    ).drop_nulls("column")
+    """The iteration-line fields that have a column, one column each, keyed by (line, piece)."""
+    known = fields.drop_nulls("column")
     columns = list(dict.fromkeys(list(FIELD_COLUMNS.values()) + ["step_time_s"]))
     wide = known.unique(["line", "piece", "column"], keep="first", maintain_order=True).pivot(
         on="column", index=["line", "piece"], values="value", on_columns=columns
@@ -564,20 +598,15 @@ def _interval(log_interval: object) -> pl.Expr:
 
 
 def _metrics(
-    metrics: pl.DataFrame, fields: pl.DataFrame, records: pl.DataFrame, source: str
+    extras: pl.DataFrame, metrics: pl.DataFrame, kept: pl.DataFrame, source: str
 ) -> pl.DataFrame:
     """The long table: extra iteration-line fields, timers, memory, checkpoint events.
 
     Lines without their own iteration number (timers) belong to the last iteration line above.
     """
-    kept_lines = records.filter(pl.struct("launch", "key").is_first_distinct()).select(
-        "line", "piece", "iteration"
-    )
-    extra = (
-        fields.filter(~pl.col("key").is_in(list(FIELD_COLUMNS) + list(STEP_TIME_FIELDS)))
-        .join(kept_lines, on=["line", "piece"])
-        .select("line", "iteration", name=pl.col("printed"), value="value")
-        .drop_nulls("value")
+    kept_lines = kept.select("line", "piece", "iteration")
+    extra = extras.join(kept_lines, on=["line", "piece"]).select(
+        "line", "iteration", "name", "value"
     )
     if metrics.height:
         anchors = kept_lines.sort("line", "piece").drop("piece")

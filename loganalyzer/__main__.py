@@ -1,0 +1,5 @@
+"""`python -m loganalyzer` runs the command line."""
+
+from loganalyzer.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""The command line: exact output, exit codes, stdout/stderr separation, a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from loganalyzer.cli import main
+from tests.conftest import FIXTURES
+
+SAMPLE = str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
+
+
+def test_parsers_lists_the_builtin_parser() -> None:
+    result = CliRunner().invoke(main, ["parsers"])
+    assert result.exit_code == 0
+    assert result.output == (
+        "megatron  Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs  [loganalyzer]\n"
+    )
+
+
+def test_parsers_json() -> None:
+    result = CliRunner().invoke(main, ["parsers", "--json"])
+    doc = json.loads(result.output)
+    assert [p["name"] for p in doc["parsers"]] == ["megatron"]
+    assert doc["broken"] == {}
+
+
+def test_summary_json_goes_to_stdout_and_progress_to_stderr() -> None:
+    result = CliRunner().invoke(main, ["summary", "--json", SAMPLE])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "loganalyzer.summary/1"
+    assert "reading" in result.stderr
+    assert "reading" not in result.stdout
+
+
+def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("nothing a parser knows\n")
+    result = CliRunner().invoke(main, ["summary", str(path)])
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"Error: {path}: no parser recognises this file (megatron=0.00); "
+        "pass --format NAME (see `loganalyzer parsers`)\n"
+    )
+
+
+def test_missing_file_exits_1_with_one_line() -> None:
+    result = CliRunner().invoke(main, ["summary", "does-not-exist.log"])
+    assert result.exit_code == 1
+    assert result.stderr == "Error: does-not-exist.log: no such file or directory\n"
+
+
+def test_unknown_format_exits_3() -> None:
+    result = CliRunner().invoke(main, ["summary", "--format", "nope", SAMPLE])
+    assert result.exit_code == 3
+    assert "unknown format 'nope'; registered parsers: megatron" in result.stderr
+
+
+def test_usage_error_exits_2() -> None:
+    result = CliRunner().invoke(main, ["summary"])
+    assert result.exit_code == 2
+
+
+def test_directory_lists_what_it_ignores(tmp_path: Path) -> None:
+    (tmp_path / "run.out").write_bytes(Path(SAMPLE).read_bytes())
+    (tmp_path / "notes.txt").write_text("hello\n")
+    result = CliRunner().invoke(main, ["summary", "--json", str(tmp_path)])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["ignored"] == [str(tmp_path / "notes.txt")]
+    assert f"ignored (no parser recognises it): {tmp_path / 'notes.txt'}" in result.stderr
+
+
+def test_help_has_examples() -> None:
+    result = CliRunner().invoke(main, ["summary", "--help"])
+    assert "Examples:" in result.output
+    assert "loganalyzer summary logs/ --json > summary.json" in result.output
+
+
+def test_real_subprocess_never_shows_a_traceback(tmp_path: Path) -> None:
+    binary = tmp_path / "junk.log"
+    binary.write_bytes(b"\x00\xff" * 5000)
+    done = subprocess.run(
+        [sys.executable, "-m", "loganalyzer", "summary", str(binary)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+    ok = subprocess.run(
+        [sys.executable, "-m", "loganalyzer", "summary", "--json", SAMPLE],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(ok.stdout)["iterations"]["logged"] == 20

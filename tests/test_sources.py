@@ -1,0 +1,73 @@
+"""Reading inputs: gzip by magic bytes, exact line numbers across chunks, binary junk."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from loganalyzer.errors import InputError
+from loganalyzer.parsers.megatron import MegatronParser
+from loganalyzer.sources import expand_sources, is_probably_binary, iter_line_chunks, read_head
+from tests.conftest import FIXTURES
+
+SAMPLE = FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"
+
+
+def test_gzip_is_read_transparently_whatever_its_name(tmp_path: Path) -> None:
+    packed = tmp_path / "run.log"  # no .gz suffix: detected by magic bytes
+    packed.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    plain = MegatronParser().parse(SAMPLE).table
+    unpacked = MegatronParser().parse(packed).table
+    assert unpacked.drop("source").equals(plain.drop("source"))
+    assert MegatronParser().detect(packed) == MegatronParser().detect(SAMPLE)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_line_numbers_are_exact_across_chunk_boundaries(tmp_path: Path, chunk: int) -> None:
+    path = tmp_path / "x.log"
+    path.write_bytes(b"a\r\n\nb\rc\n\xff\xfe bad utf8\nlast without newline")
+    lines = [line for _, chunk_lines in iter_line_chunks(path, chunk) for line in chunk_lines]
+    firsts = [first for first, _ in iter_line_chunks(path, chunk)]
+    assert lines == ["a", "", "b\rc", "\ufffd\ufffd bad utf8", "last without newline"]
+    assert firsts[0] == 1
+
+
+def test_truncated_gzip_is_a_one_line_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "cut.log.gz"
+    path.write_bytes(gzip.compress(SAMPLE.read_bytes())[:2000])
+    with pytest.raises(InputError, match=r"cut\.log\.gz: read failed after line \d+"):
+        MegatronParser().parse(path)
+
+
+def test_binary_heads_are_not_claimed(tmp_path: Path) -> None:
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(256)) * 400)
+    assert is_probably_binary(read_head(path))
+    assert MegatronParser().detect(path) == 0.0
+
+
+def test_directories_expand_recursively_in_a_stable_order(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    for name in ("b/2.log", "a.log", "b/1.log"):
+        (tmp_path / name).write_text("x")
+    assert [p.relative_to(tmp_path).as_posix() for p in expand_sources([str(tmp_path)])] == [
+        "a.log",
+        "b/1.log",
+        "b/2.log",
+    ]
+
+
+def test_missing_source_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="no-such.log: no such file or directory"):
+        expand_sources(["no-such.log"])
+
+
+def test_inputs_are_never_modified(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    path.write_bytes(SAMPLE.read_bytes())
+    path.chmod(0o444)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    MegatronParser().parse(path)
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
