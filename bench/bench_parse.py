@@ -51,7 +51,8 @@ def write_log(path: Path, size_mb: int) -> int:
                 iteration += 1
                 block.append(
                     f" [2025-06-01 12:{iteration // 60 % 60:02d}:{iteration % 60:02d}]"
-                    f" iteration {iteration:8d}/ 5000000 | consumed samples: {iteration * 512:12d} |"
+                    f" iteration {iteration:8d}/ 5000000 |"
+                    f" consumed samples: {iteration * 512:12d} |"
                     f" elapsed time per iteration (ms): {2000 + iteration % 97:.1f} |"
                     f" throughput per GPU (TFLOP/s/GPU): {400 + iteration % 13:.1f} |"
                     " learning rate: 1.000000E-04 | global batch size:   512 |"
@@ -94,16 +95,16 @@ def main() -> None:
     start = time.perf_counter()
     iterations = write_log(path, args.size_mb)
     size_mb = path.stat().st_size / 1e6
-    print(
-        f"wrote {size_mb:.0f} MB, {iterations} iteration lines in {time.perf_counter() - start:.1f} s"
-    )
+    took = time.perf_counter() - start
+    print(f"wrote {size_mb:.0f} MB, {iterations} iteration lines in {took:.1f} s")
     base = run_child("baseline", path)
     parse = run_child("parse", path)
     assert parse["records"] == iterations, (parse["records"], iterations)
     for name, result in (("baseline (read+split)", base), ("parse", parse)):
         print(
             f"{name:>22}: {result['seconds']:7.2f} s  {size_mb / result['seconds']:7.1f} MB/s"
-            f"  peak RSS {result['peak_rss_mb']:7.0f} MB ({result['peak_rss_mb'] / size_mb:.2f} × file)"
+            f"  peak RSS {result['peak_rss_mb']:7.0f} MB"
+            f" ({result['peak_rss_mb'] / size_mb:.2f} × file)"
         )
     print(
         f"ratios parse/baseline: time {parse['seconds'] / base['seconds']:.2f}, "

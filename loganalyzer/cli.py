@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
-from loganalyzer.errors import EXIT_INPUT, LogAnalyzerError
+from loganalyzer.commands.calc import hardware_command, mfu, model_options, overrides_from_options
+from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
 from loganalyzer.render_text import render_summary
@@ -67,32 +68,65 @@ def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
+main.add_command(mfu)
+main.add_command(hardware_command)
+
+
 @main.command()
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document on stdout.")
 @click.option(
     "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
 )
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    help="Iterations from each segment's start excluded from steady state (default: detected).",
+)
+@click.option(
+    "--slow-factor",
+    type=click.FloatRange(min=1, min_open=True),
+    default=1.5,
+    show_default=True,
+    help="A step this many times its local baseline is slow.",
+)
+@click.option(
+    "--fail-under-mfu",
+    type=click.FloatRange(min=0, max=1),
+    help="Exit 4 when the steady-state MFU is below this fraction (or unknown).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
-def summary(sources: tuple[str, ...], as_json: bool, forced_format: str | None, quiet: bool) -> None:
-    """Summarise a run: config, iterations, step times, throughput, TFLOPS, MFU.
+@model_options
+def summary(
+    sources: tuple[str, ...],
+    as_json: bool,
+    forced_format: str | None,
+    warmup: int | None,
+    slow_factor: float,
+    fail_under_mfu: float | None,
+    quiet: bool,
+    **facts: Any,
+) -> None:
+    """Summarise a run: config, step times, throughput, TFLOPS, MFU, slow steps, restarts.
 
     SOURCES are log files (.gz read transparently) or run directories (searched
-    recursively; files no parser recognises are listed as ignored).
+    recursively; files no parser recognises are listed as ignored). Model and hardware
+    options override what the logs say and fill in what they lack.
 
     \b
     Examples:
-      loganalyzer summary slurm-1234.out
+      loganalyzer summary slurm-1234.out --gpu h100-sxm
       loganalyzer summary logs/ --json > summary.json
-      loganalyzer summary run.log --format megatron
+      loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
+      loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
     """
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    loaded = load_run(
-        list(sources), registry, forced_format, progress=None if quiet else _progress
+    loaded = load_run(list(sources), registry, forced_format, progress=None if quiet else _progress)
+    document = build_summary(
+        loaded, overrides_from_options(**facts), warmup=warmup, slow_factor=slow_factor
     )
-    document = build_summary(loaded)
     if not quiet:
         for path in loaded.ignored:
             click.echo(f"ignored (no parser recognises it): {path}", err=True)
@@ -102,6 +136,11 @@ def summary(sources: tuple[str, ...], as_json: bool, forced_format: str | None, 
         click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
     else:
         click.echo(render_summary(document))
+    if fail_under_mfu is not None:
+        mfu_value = (document["flops"] or {}).get("mfu")
+        if mfu_value is None or mfu_value < fail_under_mfu:
+            shown = "unknown" if mfu_value is None else f"{mfu_value:.4f}"
+            raise GateFailedError(f"steady-state MFU {shown} is below {fail_under_mfu}")
 
 
 @main.command()

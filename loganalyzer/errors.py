@@ -20,6 +20,12 @@ class InputError(LogAnalyzerError):
     """An input could not be read or held nothing usable."""
 
 
+class UsageProblem(LogAnalyzerError):
+    """A command-line value that cannot be used (exit 2, as click's own usage errors)."""
+
+    exit_code = EXIT_USAGE
+
+
 class SchemaError(LogAnalyzerError):
     """A parser produced a table that breaks the data model (a bug in that parser)."""
 

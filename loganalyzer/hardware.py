@@ -2,9 +2,10 @@
 
 Device names are matched on whole tokens (letters and digits split at anything else), so a
 pattern can never match a prefix of a longer model number: `A10` does not match `A100`, `H20`
-does not match `H200`, `L4` does not match `L40S`. When several patterns match, the one with
-the most tokens beyond vendor words wins (`H200 NVL` over `NVIDIA H200`, `TPU v5 lite` over
-`TPU v5`).
+does not match `H200`, `L4` does not match `L40S`. A table key typed alone wins over a pattern
+spelled the same (`mi250x`, `trn2`), with a warning naming the row the pattern belongs to.
+When several patterns match, the one with the most tokens beyond vendor words wins
+(`H200 NVL` over `NVIDIA H200`, `TPU v5 lite` over `TPU v5`).
 
 MIG slices are accepted and the peak is scaled by the slice's share of the 7 compute slices
 (`3g.20gb` -> 3/7, `1c.3g.20gb` -> 1/7), with a warning: a MIG slice's memory bandwidth and
@@ -125,7 +126,7 @@ def resolve(name: str) -> Resolution | None:
     wanted = name.strip().lower()
     for acc in accelerators():
         if acc.key == wanted:
-            return Resolution(acc, acc.key, 1.0, _gcd_note(acc))
+            return Resolution(acc, acc.key, 1.0, _gcd_note(acc) + _shadow_note(acc))
     mig = _MIG.search(name)
     device = name[: mig.start()] if mig else name
     tokens = _tokens(device)
@@ -147,6 +148,15 @@ def resolve(name: str) -> Resolution | None:
         f" compute slices of {acc.key} (approximate)"
     )
     return Resolution(acc, pattern, scale, (warning,))
+
+
+def _shadow_note(acc: Accelerator) -> tuple[str, ...]:
+    others = [
+        a.key for a in accelerators() if a is not acc and acc.key in map(str.lower, a.patterns)
+    ]
+    if not others:
+        return ()
+    return (f"{acc.key!r} is read as the table key; a device name with it resolves to {others[0]}",)
 
 
 def _gcd_note(acc: Accelerator) -> tuple[str, ...]:

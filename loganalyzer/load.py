@@ -43,8 +43,9 @@ def load_run(
             name = choose(registry, path)
         if name is None:
             if path in explicit:
+                found = format_scores(scores(registry, path))
                 raise UnrecognisedSourceError(
-                    f"{path}: no parser recognises this file ({format_scores(scores(registry, path))}); "
+                    f"{path}: no parser recognises this file ({found}); "
                     "pass --format NAME (see `loganalyzer parsers`)"
                 )
             ignored.append(str(path))

@@ -134,7 +134,7 @@ def _conform(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataF
 
 
 def conform_table(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add the columns a parser did not fill (as nulls), cast and order them as the contract fixes."""
+    """Add the columns a parser did not fill (as nulls); cast and order them as fixed."""
     return _conform(frame, ITERATION_SCHEMA)
 
 
@@ -144,7 +144,7 @@ def conform_metrics(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def validate_run(run: Run) -> None:
-    """Raise SchemaError unless both tables have exactly the contract's columns, order and dtypes."""
+    """Raise SchemaError unless both tables have exactly the contract's columns and dtypes."""
     for label, frame, schema in (
         ("per-iteration table", run.table, ITERATION_SCHEMA),
         ("metrics table", run.metrics, METRICS_SCHEMA),

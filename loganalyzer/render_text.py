@@ -79,6 +79,7 @@ def render_summary(doc: dict[str, Any]) -> str:
 
     flops = doc.get("flops")
     reported = doc["reported"]
+    peak = doc.get("peak")
     lines.append("")
     lines.append("Efficiency")
     rows = []
@@ -87,17 +88,58 @@ def render_summary(doc: dict[str, Any]) -> str:
             ("formula", str(flops["formula"])),
             ("FLOPs/iteration", _num(flops["per_iteration"], ".4e")),
             ("TFLOPS/GPU", _num(flops["tflops_per_gpu"], ".1f")),
-            ("MFU", _pct(flops["mfu"])),
+            (
+                "peak TFLOPS/GPU",
+                f"{_num(peak['tflops_per_gpu'], 'g')} ({peak['dtype']}, dense)"
+                if peak
+                else "unknown",
+            ),
+            ("MFU", f"{_pct(flops['mfu'])} steady, {_pct(flops['mfu_overall'])} overall"),
             ("HFU", _pct(flops["hfu"])),
         ]
     else:
         rows.append(("recomputed", "unknown (see warnings)"))
     rows.append(("reported TFLOPS/GPU", _num(reported["tflops_per_gpu"], ".1f")))
+    if reported["recomputed_over_reported"] is not None:
+        rows.append(("recomputed/reported", _num(reported["recomputed_over_reported"], ".3f")))
     lines += _rows(rows)
+    if reported.get("explanation"):
+        lines.append(f"  {reported['explanation']}")
+    if flops:
+        lines.append("")
+        lines += ["  " + line for line in flops["derivation"].splitlines()]
+
+    lines.append("")
+    lines.append("Where the time went")
+    lines.append(f"  {doc['time']['summary']}")
+    slow = doc["slow_steps"]
+    if slow:
+        kinds = ", ".join(
+            f"{sum(1 for s in slow if s['kind'] == kind)} {kind}"
+            for kind in ("spike", "periodic", "sustained")
+            if any(s["kind"] == kind for s in slow)
+        )
+        lines.append(f"  slow steps: {kinds}")
+        for step in sorted(slow, key=lambda s: -s["lost_s"])[:5]:
+            lines.append(
+                f"    iteration {step['iteration']}: {_num(step['step_time_s'], '.4g', ' s')}"
+                f" = {_num(step['ratio'], '.2f')}× baseline, {_num(step['lost_s'], '.4g', ' s')}"
+                f" lost ({step['kind']})"
+            )
+    for restart in doc["restarts"]:
+        lines.append(
+            f"  restart after iteration {restart['after_iteration']}, resumed at "
+            f"{restart['resumed_at']}: gap {_num(restart['gap_s'], '.4g', ' s')}, "
+            f"{restart['lost_iterations']} iterations redone, "
+            f"{_num(restart['lost_s'], '.4g', ' s')} lost"
+        )
 
     if doc.get("verdicts"):
         lines.append("")
         lines.append("Verdicts")
         for verdict in doc["verdicts"]:
             lines.append(f"  [{verdict['severity']}] {verdict['code']}: {verdict['message']}")
+    if doc["warnings"]:
+        lines.append("")
+        lines.append(f"{len(doc['warnings'])} warning(s) on stderr; --json lists them too.")
     return "\n".join(lines)

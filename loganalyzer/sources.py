@@ -16,7 +16,7 @@ from loganalyzer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 4 * 1024 * 1024
-CHUNK_BYTES = 16 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
 
 
 def open_binary(path: Path) -> BinaryIO:

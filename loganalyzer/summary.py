@@ -6,11 +6,16 @@ JSON output both read the document it builds, so the two can never disagree.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 from loganalyzer import __version__
+from loganalyzer.analysis import Analysis, analyse
+from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.efficiency import Efficiency, RunFacts, gpu_json, measure, resolve_facts
 from loganalyzer.load import Loaded
-from loganalyzer.stats import iteration_stats, step_time_stats, typical_global_batch
+from loganalyzer.model import Run
 
 SCHEMA = "loganalyzer.summary/1"
 
@@ -25,7 +30,6 @@ MODEL_KEYS = (
     "swiglu",
     "num_experts",
     "moe_router_topk",
-    "params",
 )
 PARALLELISM_KEYS = {
     "tensor": "tensor_model_parallel_size",
@@ -36,76 +40,169 @@ PARALLELISM_KEYS = {
 }
 
 
-def build_summary(loaded: Loaded) -> dict[str, Any]:
-    """The summary document; figures a later stage computes are null with a warning."""
+def build_summary(
+    loaded: Loaded,
+    options: dict[str, dict[str, Any]],
+    *,
+    warmup: int | None = None,
+    slow_factor: float = 1.5,
+) -> dict[str, Any]:
+    """The summary document. A figure the run does not allow to be known is null, with a
+    warning saying what would supply it."""
     run = loaded.run
-    table = run.table
     warnings = list(run.warnings)
-    iterations = iteration_stats(table)
-    steps = step_time_stats(table)
-    batch = typical_global_batch(table) or _int(run.get("global_batch_size"))
-    seq_length = _int(run.get("seq_length"))
-    tokens_per_iteration = batch * seq_length if batch and seq_length else None
-    if tokens_per_iteration is None:
+    analysis = analyse(run.table, run.metrics, warmup=warmup, slow_factor=slow_factor)
+    facts = resolve_facts(run, options)
+    warnings.extend(facts.warnings)
+    median = analysis.step_time_s.median
+    efficiency = measure(run, facts, median, run.framework)
+    warnings.extend(efficiency.warnings)
+    tokens = (
+        facts.global_batch_size * facts.shape.seq_length
+        if facts.global_batch_size and facts.shape.seq_length
+        else None
+    )
+    if tokens is None:
         warnings.append("tokens per iteration unknown: pass --global-batch-size and --seq-length")
-    median = _median_step(table)
-    reported = table["reported_tflops_per_gpu"].drop_nulls()
-    return {
+    verdicts = judge(
+        analysis,
+        run.table,
+        MfuInputs(
+            mfu=efficiency.mfu,
+            hardware_key=facts.gpu.accelerator.key if facts.gpu else None,
+            dtype=facts.dtype,
+            params=efficiency.params,
+            num_gpus=facts.num_gpus,
+            recomputed_over_reported=efficiency.recomputed_over_reported,
+            expected_ratio=efficiency.expected_ratio,
+        ),
+    )
+    document = {
         "schema": SCHEMA,
         "tool_version": __version__,
         "sources": [
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
         "ignored": loaded.ignored,
-        "run": {
-            "framework": run.framework,
-            "gpu": None,
-            "num_gpus": _int(run.get("num_gpus")),
-            "dtype": run.get("dtype"),
-            "global_batch_size": batch,
-            "seq_length": seq_length,
-            "tokens_per_iteration": tokens_per_iteration,
-            "model": {key: run.get(key) for key in MODEL_KEYS},
-            "parallelism": {name: _int(run.get(key)) for name, key in PARALLELISM_KEYS.items()},
-            "recompute": run.get("recompute"),
-        },
+        "run": _run(run, facts, efficiency, tokens),
         "iterations": {
-            "logged": iterations.logged,
-            "first": iterations.first,
-            "last": iterations.last,
-            "segments": iterations.segments,
+            "logged": analysis.records,
+            "first": analysis.first_iteration,
+            "last": analysis.last_iteration,
+            "segments": analysis.segments,
         },
         "step_time_s": {
             "median": median,
-            "mean": steps.mean,
-            "p90": steps.p90,
-            "min": steps.min,
-            "max": steps.max,
+            "mean": analysis.step_time_s.mean,
+            "p90": analysis.step_time_s.p90,
+            "min": analysis.step_time_s.min,
+            "max": analysis.step_time_s.max,
+            "steady_records": analysis.step_time_s.steady_records,
         },
         "throughput": {
-            "tokens_per_s": tokens_per_iteration / median
-            if tokens_per_iteration and median
+            "tokens_per_s": tokens / median if tokens and median else None,
+            "samples_per_s": facts.global_batch_size / median
+            if facts.global_batch_size and median
             else None,
-            "samples_per_s": batch / median if batch and median else None,
         },
-        "flops": None,
+        "flops": _flops(efficiency),
         "reported": {
-            "tflops_per_gpu": float(reported.median()) if reported.len() else None,  # type: ignore[arg-type]
-            "recomputed_over_reported": None,
+            "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
+            "recomputed_over_reported": efficiency.recomputed_over_reported,
+            "explanation": efficiency.reported_explanation,
         },
-        "peak": None,
-        "slow_steps": None,
-        "restarts": None,
-        "time": None,
-        "verdicts": [],
+        "peak": efficiency.peak,
+        "warmup": [dataclasses.asdict(w) for w in analysis.warmup],
+        "slow_steps": _slow_steps(analysis),
+        "periodic": [dataclasses.asdict(p) for p in analysis.slow.periodic],
+        "restarts": [dataclasses.asdict(r) for r in analysis.restarts],
+        "stalls": [dataclasses.asdict(s) for s in analysis.stalls],
+        "stragglers": [dataclasses.asdict(s) for s in analysis.stragglers],
+        "time": _time(analysis),
+        "verdicts": [dataclasses.asdict(v) for v in verdicts],
         "warnings": warnings,
+    }
+    finite: dict[str, Any] = _finite(document)
+    return finite
+
+
+def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:
+    shape = facts.shape
+    model: dict[str, Any] = {key: getattr(shape, key, None) for key in MODEL_KEYS}
+    model["padded_vocab_size"] = shape.vocab
+    model["params"] = efficiency.params
+    return {
+        "framework": run.framework,
+        "gpu": gpu_json(facts),
+        "num_gpus": facts.num_gpus,
+        "dtype": facts.dtype,
+        "global_batch_size": facts.global_batch_size,
+        "seq_length": shape.seq_length,
+        "tokens_per_iteration": tokens,
+        "model": model,
+        "parallelism": {name: _int(run.get(key)) for name, key in PARALLELISM_KEYS.items()},
+        "recompute": facts.recompute,
+        "provenance": facts.origins,
     }
 
 
-def _median_step(table: Any) -> float | None:
-    times = table["step_time_s"].drop_nulls()
-    return float(times.median()) if times.len() else None
+def _flops(efficiency: Efficiency) -> dict[str, Any] | None:
+    result = efficiency.flops
+    if result is None:
+        return None
+    flops: dict[str, Any] = {
+        "formula": result.formula,
+        "per_iteration": result.per_iteration,
+        "hardware_per_iteration": result.hardware_per_iteration,
+        "tflops_per_gpu": efficiency.tflops_per_gpu,
+        "mfu": efficiency.mfu,
+        "hfu": efficiency.hfu,
+        "mfu_overall": efficiency.mfu_overall,
+        "derivation": result.derivation,
+        "assumptions": list(result.assumptions),
+    }
+    if efficiency.mfu_vs_bf16 is not None:
+        flops["mfu_vs_bf16"] = efficiency.mfu_vs_bf16
+    return flops
+
+
+def _slow_steps(analysis: Analysis) -> list[dict[str, Any]]:
+    """Isolated and periodic slow records, then sustained slowdowns as single events."""
+    steps: list[dict[str, Any]] = [dataclasses.asdict(s) for s in analysis.slow.steps]
+    for event in analysis.slow.sustained:
+        entry = dataclasses.asdict(event)
+        entry["kind"] = "sustained"
+        entry["iteration"] = event.start_iteration
+        entry["ratio"] = event.factor
+        steps.append(entry)
+    return steps
+
+
+def _time(analysis: Analysis) -> dict[str, Any]:
+    time = analysis.time
+    return {
+        "logged_s": time.logged_s,
+        "productive_s": time.productive_s,
+        "lost_s": {
+            "slow_steps": time.slow_steps_s,
+            "restarts": time.restarts_s,
+            "warmup": time.warmup_s,
+            "stalls": time.stalls_s,
+        },
+        "summary": time.summary,
+    }
+
+
+def _finite(value: Any) -> Any:
+    """The document with NaN and infinities as null: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None

@@ -50,18 +50,24 @@ def split_glued(frame: pl.DataFrame, record_start: str) -> pl.DataFrame:
     `record_start` is a regex for the start of a record; a newline is inserted before every
     occurrence that does not already start the line, then lines are exploded (keeping their
     line number). `piece` numbers the records of one line so (line, piece) identifies each.
+    Only the few lines that need it pay for the rewriting.
     """
-    return (
-        frame.with_columns(
-            pl.col("text")
-            .str.replace_all("\r", "\n", literal=True)
+    text = pl.col("text")
+    glued = text.str.contains("\r", literal=True) | (text.str.count_matches(record_start) > 1)
+    frame = frame.with_columns(glued=glued)
+    plain = frame.filter(~pl.col("glued")).with_columns(piece=pl.lit(0, dtype=pl.Int32))
+    split = (
+        frame.filter(pl.col("glued"))
+        .with_columns(
+            text.str.replace_all("\r", "\n", literal=True)
             .str.replace_all(f"(.)({record_start})", "$1\n$2")
             .str.split("\n")
         )
         .explode("text")
-        .filter(pl.col("text").str.strip_chars() != "")
+        .filter(text.str.strip_chars() != "")
         .with_columns(piece=pl.int_range(pl.len(), dtype=pl.Int32).over("line"))
     )
+    return pl.concat([plain, split]).sort("line", "piece").drop("glued")
 
 
 def launcher_rank(text: pl.Expr) -> pl.Expr:

@@ -40,25 +40,23 @@ from loganalyzer.textlog import (
     kubelet_timestamp,
     launcher_rank,
     line_frames,
+    numbers,
     split_glued,
     strip_launcher,
-    numbers,
     to_number,
     to_timestamp,
 )
 
-ITERATION = r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$"
+ITERATION_START = r"iteration\s+\d+\s*/\s*\d+\s*\|"
+ITERATION_HEAD = r"^iteration\s+(\d+)\s*/\s*(\d+)"
 # Where a record starts, for splitting glued lines: an iteration line (with its timestamp),
 # a per-rank memory line, a one-line timer report.
 RECORD_START = (
     r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]+[^\]]*\]\s*)?iteration\s+\d+\s*/\s*\d+\s*\|"
     r"|\[Rank \d+\] \(after|time \(ms\) \|"
 )
-TIMESTAMP_BEFORE_ITERATION = (
-    r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s*iteration"
-)
-ARGS_START = r"^-+ arguments -+$"
-ARGS_END = r"^-+ end of arguments -+$"
+# The bracketed timestamp Megatron-LM prints before "iteration" (core >= 0.6).
+TIMESTAMP_BEFORE_ITERATION = r"\[(\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)\]\s*$"
 ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)(.*?)\s*$"
 TIMER_MINMAX = r"^\s+(\S.*?)\s*\.*:\s*\(\s*(" + r"[\d.]+" + r"),\s*([\d.]+)\)\s*$"
 TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
@@ -123,24 +121,28 @@ class MegatronParser:
         return max((score for marker, score in DETECT_MARKERS if marker.search(head)), default=0.0)
 
     def parse(self, path: Path) -> Run:
-        chunks = [_scan_chunk(frame) for frame in _stateful_frames(path)]
-        records = pl.concat([c.records for c in chunks], how="diagonal_relaxed")
+        chunks = []
+        last = _NO_ANCHOR
+        for frame in _stateful_frames(path):
+            chunk = _scan_chunk(frame, last)
+            chunks.append(chunk)
+            last = chunk.last_anchor
+        # rechunk=False: the chunks' buffers are reused, not copied
+        records = pl.concat([c.records for c in chunks], how="diagonal_relaxed", rechunk=False)
+        long = pl.concat([c.long for c in chunks], rechunk=False)
         facts = pl.concat([c.facts for c in chunks])
+        keys = frozenset().union(*(c.keys for c in chunks))
+        del chunks
         if records.height == 0 and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
-        keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = _config(facts, keys, str(path))
-        kept = records.filter(pl.struct("launch", "key").is_first_distinct())
-        table = _table(kept, config, str(path))
-        long = _metrics(
-            pl.concat([c.extras for c in chunks]),
-            pl.concat([c.metrics for c in chunks], how="diagonal_relaxed"),
-            kept,
-            str(path),
-        )
+        naive_stamps = bool(records["naive_stamp"].any())
+        table = _table(_first_copies(records, pl.struct("launch", "key")), config, str(path))
+        long = _first_copies(long, pl.col("copy_key")).drop("copy_key")
+        long = conform_metrics(long.with_columns(source=pl.lit(str(path))))
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
-        if records["naive_stamp"].any():
+        if naive_stamps:
             warnings.append(
                 f"{path}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
             )
@@ -159,10 +161,15 @@ class _Chunk:
     """What one chunk of lines yielded, before the file-level assembly."""
 
     records: pl.DataFrame  # one row per iteration line (copies not yet removed)
-    extras: pl.DataFrame  # iteration-line fields without a column of their own
-    metrics: pl.DataFrame  # timers, memory, checkpoint saves, validation
+    long: pl.DataFrame  # extra iteration-line fields, timers, memory, events; with copy_key
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
+    last_anchor: pl.DataFrame  # the last iteration line, for the next chunk's timers
+
+
+# An iteration line's position, the anchor of the timer and memory lines below it.
+_ANCHOR_SCHEMA = {"anchor_line": pl.Int64, "launch": pl.Int32, "iteration": pl.Int64}
+_NO_ANCHOR = pl.DataFrame(schema=_ANCHOR_SCHEMA)
 
 
 # Literal markers of the lines this parser reads; everything else is skipped unparsed.
@@ -213,7 +220,7 @@ def _stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         )
 
 
-def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
+def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
     args = (
         frame.filter(pl.col("in_args"))
         .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
@@ -231,8 +238,20 @@ def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
     records = _iteration_records(_having(pieces, "iteration"))
     fields = _fields(records)
     wide = _wide_fields(fields)
-    extras = fields.filter(pl.col("column").is_null()).select(
-        "line", "piece", name=pl.col("printed"), value="value"
+    extras = (
+        fields.filter(pl.col("column").is_null() & pl.col("value").is_not_null())
+        .join(
+            records.select("line", "piece", "launch", "iteration", record_key="key"),
+            on=["line", "piece"],
+        )
+        .select(
+            "line",
+            "iteration",
+            name=pl.col("printed").cast(pl.Categorical),
+            value="value",
+            rank=pl.lit(None, dtype=pl.Int32),
+            copy_key=pl.struct("launch", "record_key", "printed").hash(),
+        )
     )
     metrics = pl.concat(
         [
@@ -243,12 +262,62 @@ def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
         ],
         how="diagonal_relaxed",
     )
+    anchors = pl.concat(
+        [
+            last_anchor,
+            records.select(
+                anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
+            ),
+        ]
+    )
     return _Chunk(
         records=records.drop("rest").join(wide, on=["line", "piece"], how="left"),
-        extras=extras.drop_nulls("value"),
-        metrics=metrics,
+        # in line order, so the chunks' concatenation is too
+        long=pl.concat([extras, _anchored(metrics, anchors)]).sort("line", maintain_order=True),
         facts=facts,
         keys=frozenset(fields["key"].unique().to_list()),
+        last_anchor=anchors.tail(1),
+    )
+
+
+def _anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
+    """Timer, memory and event rows with the iteration they belong to and a copy key.
+
+    A row states its own iteration (`after K iterations`, `at iteration N`) or belongs to
+    the last iteration line above it in the same launch. Copies printed by several ranks
+    share `copy_key`.
+    """
+    if metrics.height == 0:
+        return pl.DataFrame(
+            schema={
+                "line": pl.Int64,
+                "iteration": pl.Int64,
+                "name": pl.Categorical,
+                "value": pl.Float64,
+                "rank": pl.Int32,
+                "copy_key": pl.UInt64,
+            }
+        )
+    placed = (
+        metrics.with_columns(pl.col("launch").cast(pl.Int32))
+        .sort("line")
+        .join_asof(
+            anchors,
+            left_on="line",
+            right_on="anchor_line",
+            by="launch",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(iteration=pl.coalesce("after", "iteration"))
+    )
+    return placed.select(
+        "line",
+        "iteration",
+        pl.col("name").cast(pl.Categorical),
+        "value",
+        "rank",
+        copy_key=pl.struct("launch", "name", "rank", "value", "iteration").hash(),
     )
 
 
@@ -307,25 +376,30 @@ def _facts(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
+    """One row per iteration line: its number, its fields' text, its timestamp, its copy key.
+
+    The match is located with a capture-free search and the pieces are sliced around it:
+    capturing the whole line with a regular expression costs several times more.
+    """
     text = pl.col("text")
-    found = text.str.extract_groups(ITERATION)
-    stamp = pl.coalesce(text.str.extract(TIMESTAMP_BEFORE_ITERATION), pl.col("line_stamp"))
-    return (
-        pieces.with_columns(m=found)
-        .filter(pl.col("m").struct.field("1").is_not_null())
-        .select(
-            "line",
-            "piece",
-            "launch",
-            "rank",
-            iteration=pl.col("m").struct.field("1").cast(pl.Int64),
-            train_iters=pl.col("m").struct.field("2").cast(pl.Int64),
-            rest=pl.col("m").struct.field("3"),
-            timestamp=to_timestamp(stamp),
-            naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
-            # copies of one line printed by several ranks or nodes share this key
-            key=pl.struct(pl.col("m").struct.field("1"), pl.col("m").struct.field("3")).hash(),
-        )
+    located = pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at")
+    head = text.str.slice(pl.col("at"), 48).str.extract_groups(ITERATION_HEAD)
+    stamp = pl.coalesce(
+        text.str.slice(0, pl.col("at")).str.extract(TIMESTAMP_BEFORE_ITERATION),
+        pl.col("line_stamp"),
+    )
+    rest = text.str.slice(pl.col("at")).str.splitn("|", 2).struct.field("field_1")
+    return located.select(
+        "line",
+        "piece",
+        "launch",
+        "rank",
+        iteration=head.struct.field("1").cast(pl.Int64),
+        rest=rest,
+        timestamp=to_timestamp(stamp),
+        naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
+        # copies of one line printed by several ranks or nodes share this key
+        key=pl.struct(head.struct.field("1"), rest).hash(),
     )
 
 
@@ -548,9 +622,19 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
         config["num_gpus"] = config["world_size"]
 
 
+def _first_copies(frame: pl.DataFrame, identity: pl.Expr) -> pl.DataFrame:
+    """The rows whose identity was not seen before: one of the copies several ranks print.
+
+    Filtering copies the frame, so it is done only when there is something to remove.
+    """
+    first = frame.select(identity.is_first_distinct()).to_series()
+    return frame if first.all() else frame.filter(first)
+
+
 def _table(records: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> pl.DataFrame:
-    """The per-iteration table from the de-duplicated records, with segments and intervals."""
-    table = records.sort("line", "piece")
+    """The per-iteration table from the de-duplicated records (in line order already, as the
+    chunks are read in order), with segments and intervals."""
+    table = records
     new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
         pl.col("iteration") <= pl.col("iteration").shift(1)
     )
@@ -568,7 +652,7 @@ def _table(records: pl.DataFrame, config: dict[str, ConfigValue], source: str) -
 def _wide_fields(fields: pl.DataFrame) -> pl.DataFrame:
     """The iteration-line fields that have a column, one column each, keyed by (line, piece)."""
     known = fields.drop_nulls("column")
-    columns = list(dict.fromkeys(list(FIELD_COLUMNS.values()) + ["step_time_s"]))
+    columns = list(dict.fromkeys([*FIELD_COLUMNS.values(), "step_time_s"]))
     wide = known.unique(["line", "piece", "column"], keep="first", maintain_order=True).pivot(
         on="column", index=["line", "piece"], values="value", on_columns=columns
     )
@@ -595,33 +679,3 @@ def _interval(log_interval: object) -> pl.Expr:
         .clip(lower_bound=1)
         .cast(pl.Int64)
     )
-
-
-def _metrics(
-    extras: pl.DataFrame, metrics: pl.DataFrame, kept: pl.DataFrame, source: str
-) -> pl.DataFrame:
-    """The long table: extra iteration-line fields, timers, memory, checkpoint events.
-
-    Lines without their own iteration number (timers) belong to the last iteration line above.
-    """
-    kept_lines = kept.select("line", "piece", "iteration")
-    extra = extras.join(kept_lines, on=["line", "piece"]).select(
-        "line", "iteration", "name", "value"
-    )
-    if metrics.height:
-        anchors = kept_lines.sort("line", "piece").drop("piece")
-        placed = metrics.sort("line").join_asof(
-            anchors.rename({"line": "anchor_line"}),
-            left_on="line",
-            right_on="anchor_line",
-            strategy="backward",
-        )
-        placed = placed.with_columns(iteration=pl.coalesce("after", "iteration")).filter(
-            pl.struct("launch", "name", "rank", "value", "iteration").is_first_distinct()
-        )
-        other = placed.select("line", "iteration", "name", "value", "rank")
-    else:
-        other = None
-    frames = [extra] + ([other] if other is not None else [])
-    combined = pl.concat(frames, how="diagonal_relaxed").with_columns(source=pl.lit(source))
-    return conform_metrics(combined.sort("line", maintain_order=True))

@@ -134,7 +134,9 @@ def test_lora_keeps_attention_at_full_cost() -> None:
     shape, batch = _shape(ROWS[0])
     plain, lora = compute_flops(shape, batch), compute_flops(shape, batch, lora=True)
     attention = 6 * 96 * 96 * 128 * 2048 * batch * 2048
-    assert lora.per_iteration == pytest.approx((plain.per_iteration - attention) * 2 / 3 + attention)
+    assert lora.per_iteration == pytest.approx(
+        (plain.per_iteration - attention) * 2 / 3 + attention
+    )
 
 
 def test_fallback_to_6n_when_only_params_known() -> None:
@@ -197,8 +199,8 @@ def test_derivation_plugs_in_numbers() -> None:
 
 def test_megatron_deepspeed_formula() -> None:
     shape, batch = _shape(ROWS[0])
-    l, h, s, v = 96, 12288, 2048, 51200
-    expected = 24 * 4 * batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    layers, h, s, v = 96, 12288, 2048, 51200
+    expected = 24 * 4 * batch * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
     assert megatron_deepspeed_reported_flops(shape, batch, True) == pytest.approx(expected)
     assert megatron_deepspeed_reported_flops(shape, batch, False) == pytest.approx(expected * 3 / 4)
 

@@ -36,7 +36,7 @@ def _line(rec: dict[str, object], current: bool, total: int) -> str:
     """Megatron-LM's training_log format strings (2021 v2.5, and current core)."""
     out = " [2025-01-02 03:04:05]" if current else ""
     out += " iteration {:8d}/{:8d} |".format(rec["iteration"], total)
-    out += " consumed samples: {:12d} |".format(1)
+    out += f" consumed samples: {1:12d} |"
     out += " elapsed time per iteration (ms): {:.1f} |".format(rec["ms"])
     if rec["tflops"] is not None:
         out += f" throughput per GPU (TFLOP/s/GPU): {rec['tflops']:.1f} |"
@@ -44,8 +44,8 @@ def _line(rec: dict[str, object], current: bool, total: int) -> str:
     out += f" global batch size: {rec['gbs']:5d} |"
     out += " lm loss: {:.6E} |".format(rec["loss"])
     out += f" loss scale: {1.0:.1f} |"
-    out += " number of skipped iterations: {:3d} |".format(0)
-    out += " number of nan iterations: {:3d} |".format(0)
+    out += f" number of skipped iterations: {0:3d} |"
+    out += f" number of nan iterations: {0:3d} |"
     return out
 
 

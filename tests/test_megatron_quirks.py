@@ -123,5 +123,5 @@ def test_a_file_with_neither_iterations_nor_arguments_is_an_input_error(tmp_path
 
     path = tmp_path / "x.log"
     path.write_text("using nothing\n")
-    with pytest.raises(InputError, match="x.log: no Megatron iteration lines"):
+    with pytest.raises(InputError, match=r"x\.log: no Megatron iteration lines"):
         MegatronParser().parse(path)

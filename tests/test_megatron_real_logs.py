@@ -1,9 +1,10 @@
 """Every Megatron-family log under ../shared/logs parses to the numbers grep finds in it.
 
-The expected figures were extracted independently of the parser, per file, with:
-  records:   grep -o "iteration *[0-9]*/ *[0-9]* |.*elapsed time per iteration ([ms]*): [0-9.]*" F | sort -u | wc -l
-  first/last iteration: grep -o " iteration *[0-9]*/" F | grep -o "[0-9]*" | sort -n | sed -n '1p;$p'
-  min/max step time (as printed): grep -o "elapsed time per iteration ([ms]*): [0-9.]*" F | awk '{print $NF}' | sort -g
+The expected figures were extracted independently of the parser, per file F, with:
+  T='elapsed time per iteration ([ms]*): [0-9.]*'
+  records:    grep -o "iteration *[0-9]*/ *[0-9]* |.*$T" F | sort -u | wc -l
+  iterations: grep -o " iteration *[0-9]*/" F | grep -o "[0-9]*" | sort -n | sed -n '1p;$p'
+  step times: grep -o "$T" F | awk '{print $NF}' | sort -g | sed -n '1p;$p'
   world size: grep -o -m1 "using world size: [0-9]*" F
 """
 
@@ -19,12 +20,66 @@ from loganalyzer.cli import main
 
 # path, records, first, last, min printed, max printed, unit divisor to seconds, world size
 CASES = [
-    ("bigscience/gpt2-meg-ds-3d-old/meg_ds_3d_gpt2_perf_n16.out", 2, 1, 2, 145207.0, 150471.3, 1000, 64),
-    ("bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-off.out", 62, 1, 62, 120406.6, 144915.6, 1000, 64),
-    ("bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-on.out", 49, 1, 49, 125643.3, 159778.9, 1000, 64),
-    ("bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out", 4, 1, 4, 123742.4, 128917.0, 1000, 64),
-    ("bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16_nbs48_ms48.out", 3, 1, 3, 121899.8, 125912.4, 1000, 64),
-    ("bigscience/gpt2-meg/meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out", 20, 10, 200, 1572.7, 3171.3, 1000, 32),
+    (
+        "bigscience/gpt2-meg-ds-3d-old/meg_ds_3d_gpt2_perf_n16.out",
+        2,
+        1,
+        2,
+        145207.0,
+        150471.3,
+        1000,
+        64,
+    ),
+    (
+        "bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-off.out",
+        62,
+        1,
+        62,
+        120406.6,
+        144915.6,
+        1000,
+        64,
+    ),
+    (
+        "bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-on.out",
+        49,
+        1,
+        49,
+        125643.3,
+        159778.9,
+        1000,
+        64,
+    ),
+    (
+        "bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out",
+        4,
+        1,
+        4,
+        123742.4,
+        128917.0,
+        1000,
+        64,
+    ),
+    (
+        "bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16_nbs48_ms48.out",
+        3,
+        1,
+        3,
+        121899.8,
+        125912.4,
+        1000,
+        64,
+    ),
+    (
+        "bigscience/gpt2-meg/meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out",
+        20,
+        10,
+        200,
+        1572.7,
+        3171.3,
+        1000,
+        32,
+    ),
     ("bigscience/gpt2-meg/meg_gpt2_perf_n16-1999618.out", 4, 1, 4, 122224.0, 150891.7, 1000, 64),
     ("bigscience/gpt2-meg/meg_gpt2_perf_n16.out", 3, 1, 3, 128891.5, 155483.8, 1000, 64),
     ("excerpts/megatron_2.txt", 20, 10, 200, 1572.7, 3171.3, 1000, None),

@@ -70,6 +70,8 @@ def test_two_parsers_claiming_a_file_equally_is_exit_3(monkeypatch: pytest.Monke
 def test_every_registered_parser_has_fixtures_and_goldens() -> None:
     for name in load_registry().parsers:
         fixtures = sorted((FIXTURES / name).glob("**/*"))
-        assert [f for f in fixtures if f.is_file()], f"parser {name} has no fixture under fixtures/{name}/"
+        assert [f for f in fixtures if f.is_file()], (
+            f"parser {name} has no fixture under fixtures/{name}/"
+        )
         goldens = sorted((Path(__file__).parent / "golden" / name).glob("*.json"))
         assert goldens, f"parser {name} has no golden summary under tests/golden/{name}/"

@@ -60,7 +60,7 @@ def test_directories_expand_recursively_in_a_stable_order(tmp_path: Path) -> Non
 
 
 def test_missing_source_is_an_input_error() -> None:
-    with pytest.raises(InputError, match="no-such.log: no such file or directory"):
+    with pytest.raises(InputError, match=r"no-such\.log: no such file or directory"):
         expand_sources(["no-such.log"])
 
 

@@ -32,17 +32,31 @@ def with_baseline(recs: pl.DataFrame, slow_factor: float) -> tuple[pl.DataFrame,
     """`recs` with `level` (the local baseline) and `event` (the id of the sustained slowdown a
     record belongs to, else null), and the run's pace in seconds."""
     pace = float(recs["step"].median())  # type: ignore[arg-type]
-    level = pl.col("step").rolling_median(WINDOW, min_samples=1, center=True).over("segment")
+    level = centred_median(pl.col("step")).over("segment")
     shifted = pl.col("level") > slow_factor * pace
     run = pl.struct("segment", shifted).rle_id()
     sustained = shifted & (pl.len().over(run) >= MIN_SUSTAINED)
+    # A spike next to a shift can drag the median across its edge: an event starts and ends
+    # with records that are slow themselves.
+    slow = pl.col("step") > slow_factor * pace
+    core = slow.cum_max().over("event") & slow.cum_max(reverse=True).over("event")
     framed = (
         recs.with_columns(level.alias("level"))
-        .with_columns(run.alias("event"), sustained.alias("sustained"))
-        .with_columns(pl.when("sustained").then("event").alias("event"))
-        .drop("sustained")
+        .with_columns(pl.when(sustained).then(run).alias("event"))
+        .with_columns(pl.when(core).then("event").alias("event"))
     )
     return framed, pace
+
+
+def centred_median(values: pl.Expr) -> pl.Expr:
+    """The rolling median over `WINDOW` values centred on each, windows truncated at the ends.
+    Built from two trailing medians (the second over the reversed values, for the last half
+    window; where a series is shorter than a window, the whole series' median): the same
+    numbers as polars' `center=True`, in about half the time."""
+    half = WINDOW // 2
+    ahead = values.rolling_median(WINDOW, min_samples=1).shift(-half)
+    behind = values.reverse().rolling_median(WINDOW, min_samples=1).reverse().shift(half)
+    return ahead.fill_null(behind).fill_null(values.median())
 
 
 def noise_floor(relative_excess: pl.Series) -> float:

@@ -86,8 +86,16 @@ def find_restarts(recs: pl.DataFrame, pace_s: float | None) -> tuple[Restart, ..
 
 
 def find_stalls(recs: pl.DataFrame) -> tuple[Stall, ...]:
-    """Gaps between consecutive timestamped records of a segment beyond what they logged."""
-    expected = pl.col("step") * pl.col("interval")
+    """Gaps between consecutive timestamped records of a segment beyond what they logged.
+
+    The time expected between two records is every iteration between them at the later
+    record's pace: where the log lacks records (a cut or filtered log), the iterations it
+    does not show are assumed to have run at that pace rather than reported as a stall.
+    """
+    iterations = pl.max_horizontal(
+        pl.col("interval"), pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
+    )
+    expected = pl.col("step") * iterations
     elapsed = _seconds(pl.col("timestamp") - pl.col("timestamp").shift(1)).over("segment")
     rows = (
         recs.with_columns(

@@ -17,7 +17,7 @@ import polars as pl
 
 from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.accounting import duration
-from loganalyzer.analysis.baseline import WINDOW, noise_floor
+from loganalyzer.analysis.baseline import centred_median, noise_floor
 
 Severity = Literal["info", "warning", "critical"]
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -165,7 +165,7 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
     low, high = peers[-1].mfu, peers[0].mfu
     listed = "; ".join(_describe(ref) for ref in peers[:_LISTED])
-    band = f"{low:.2f}-{high:.2f}" if low != high else f"{low:.2f}"
+    band = f"{low:.3g}-{high:.3g}" if low != high else f"{low:.3g}"
     where = f"published runs of {label} reached {band} ({listed})"
     if mfu >= low:
         above = mfu > high
@@ -303,7 +303,7 @@ def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
 def _loss_spikes(records: pl.DataFrame) -> pl.DataFrame:
     """Records whose loss stands above its centred rolling median by more than
     `LOSS_SPIKE_MIN` and than the run's loss noise (the same rule as for step times)."""
-    median = pl.col("loss").rolling_median(WINDOW, min_samples=1, center=True).over("segment")
+    median = centred_median(pl.col("loss")).over("segment")
     framed = records.filter(pl.col("loss").is_not_null()).with_columns(median.alias("median"))
     excess = framed["loss"] / framed["median"] - 1
     return framed.filter(excess > max(LOSS_SPIKE_MIN, noise_floor(excess)))

@@ -1,0 +1,247 @@
+"""TFLOPS, MFU and HFU of a parsed run: the log's facts, overridden by the user's, through the
+one FLOPs engine, against the one peak table.
+
+Every figure carries its working: the FLOPs derivation with the run's numbers plugged in,
+the peak's source, and where each fact came from (`facts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from loganalyzer import hardware
+from loganalyzer.commands.calc import shape_from_options
+from loganalyzer.errors import UsageProblem
+from loganalyzer.flops import (
+    FlopsResult,
+    ShapeError,
+    compute_flops,
+    expected_reported_ratio,
+    explain_reported_ratio,
+    tflops_per_gpu,
+    utilisation,
+)
+from loganalyzer.model import Run
+from loganalyzer.model_shape import ModelShape, count_parameters, shape_from_megatron_args
+from loganalyzer.stats import typical_global_batch
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The facts the FLOPs and peak need, each with where it came from."""
+
+    shape: ModelShape
+    global_batch_size: int | None
+    num_gpus: int | None
+    dtype: str | None
+    recompute: str | None
+    formula: str
+    lora: bool
+    gpu: hardware.Resolution | None
+    gpu_source: str | None
+    peak_override: float | None
+    origins: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What the summary prints about FLOPs; None where the run does not allow it to be known."""
+
+    flops: FlopsResult | None
+    tflops_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
+    mfu_overall: float | None
+    mfu_vs_bf16: float | None
+    peak: dict[str, object] | None
+    reported_tflops_per_gpu: float | None
+    recomputed_over_reported: float | None
+    reported_explanation: str | None
+    expected_ratio: float | None
+    params: int | None
+    warnings: tuple[str, ...]
+
+
+def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
+    """The log's model shape and run facts with the command-line options laid over them.
+
+    `origins` says where each fact came from (a log's file and line, or "flag").
+    """
+    from_log = shape_from_megatron_args({k: str(v.value) for k, v in run.config.items()})
+    shape = shape_from_options(options, from_log)
+    given = options["run"]
+    origins = {key: str(value.provenance) for key, value in sorted(run.config.items())}
+    origins.update({key: "flag" for key in [*options["shape"], *given]})
+    warnings: list[str] = []
+    batch = given.get("global_batch_size") or typical_global_batch(run.table)
+    if batch is None:
+        batch = _int(run.get("global_batch_size"))
+    elif "global_batch_size" not in given:
+        origins["global_batch_size"] = "the per-iteration table (most common value)"
+    gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
+    dtype = given.get("dtype") or run.get("dtype")
+    recompute = given.get("recompute") or run.get("recompute")
+    return RunFacts(
+        shape=shape,
+        global_batch_size=batch,
+        num_gpus=given.get("num_gpus") or _int(run.get("num_gpus")),
+        dtype=str(dtype) if dtype else None,
+        recompute=str(recompute) if recompute else None,
+        formula=str(given.get("formula", "megatron")),
+        lora=bool(given.get("lora")),
+        gpu=gpu,
+        gpu_source=gpu_source,
+        peak_override=given.get("peak_tflops"),
+        origins=origins,
+        warnings=tuple(warnings),
+    )
+
+
+def _gpu(
+    flag: str | None, from_log: object, warnings: list[str]
+) -> tuple[hardware.Resolution | None, str | None]:
+    """The accelerator the user named (an unknown name is a usage error), else the log's
+    (an unknown one is a warning and a null, never a guess)."""
+    if flag:
+        found = hardware.resolve(flag)
+        if found is None:
+            raise UsageProblem(f"--gpu: {hardware.unknown_message(flag)}")
+        return found, "flag"
+    if from_log:
+        found = hardware.resolve(str(from_log))
+        if found is None:
+            warnings.append(f"GPU {from_log!r} from the log is not in the peak table: pass --gpu")
+            return None, None
+        return found, "log"
+    return None, None
+
+
+def measure(run: Run, facts: RunFacts, steady_step_s: float | None, framework: str) -> Efficiency:
+    """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time."""
+    warnings: list[str] = []
+    counts = count_parameters(facts.shape)
+    params = counts.total if counts is not None else facts.shape.params
+    recompute = facts.recompute or "none"
+    if facts.recompute is None:
+        warnings.append("activation recomputation unknown: none assumed (pass --recompute)")
+    flops = _flops(facts, recompute, warnings)
+    peak = _peak(facts, warnings)
+    achieved = hw_achieved = None
+    if flops is not None and steady_step_s and facts.num_gpus:
+        achieved = tflops_per_gpu(flops.per_iteration, steady_step_s, facts.num_gpus)
+        hw_achieved = tflops_per_gpu(flops.hardware_per_iteration, steady_step_s, facts.num_gpus)
+    elif flops is not None and not facts.num_gpus:
+        warnings.append("number of GPUs unknown: pass --num-gpus")
+    peak_value = peak["tflops_per_gpu"] if peak is not None else None
+    mfu = hfu = overall = vs_bf16 = None
+    if (
+        isinstance(peak_value, float)
+        and flops is not None
+        and achieved is not None
+        and hw_achieved is not None
+    ):
+        mfu = utilisation(achieved, peak_value)
+        hfu = utilisation(hw_achieved, peak_value)
+        overall = _overall(run.table, flops, facts.num_gpus, peak_value)
+    if facts.dtype == "fp8" and achieved is not None and facts.gpu is not None:
+        bf16 = facts.gpu.peak_tflops("bf16")
+        vs_bf16 = achieved / bf16 if bf16 else None
+    reported = _median(run.table["reported_tflops_per_gpu"])
+    ratio = achieved / reported if achieved is not None and reported else None
+    explanation = expected = None
+    if ratio is not None:
+        explanation = explain_reported_ratio(
+            framework, ratio, recompute, facts.shape, facts.global_batch_size
+        )
+        if facts.global_batch_size:
+            expected = expected_reported_ratio(
+                framework, facts.shape, facts.global_batch_size, recompute
+            )
+    return Efficiency(
+        flops=flops,
+        tflops_per_gpu=achieved,
+        mfu=mfu,
+        hfu=hfu,
+        mfu_overall=overall,
+        mfu_vs_bf16=vs_bf16,
+        peak=peak,
+        reported_tflops_per_gpu=reported,
+        recomputed_over_reported=ratio,
+        reported_explanation=explanation,
+        expected_ratio=expected,
+        params=params,
+        warnings=tuple(warnings),
+    )
+
+
+def _flops(facts: RunFacts, recompute: str, warnings: list[str]) -> FlopsResult | None:
+    if facts.global_batch_size is None:
+        warnings.append("global batch size unknown: pass --global-batch-size")
+        return None
+    try:
+        result = compute_flops(
+            facts.shape,
+            facts.global_batch_size,
+            formula=facts.formula,
+            recompute=recompute,
+            lora=facts.lora,
+        )
+    except ShapeError as exc:
+        warnings.append(f"FLOPs unknown: {exc}")
+        return None
+    warnings.extend(f"assumption: {a}" for a in result.assumptions)
+    return result
+
+
+def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
+    dtype = facts.dtype
+    if dtype is None:
+        dtype = "bf16"
+        if facts.peak_override is None:
+            warnings.append("precision unknown: bf16 assumed; pass --dtype")
+    if facts.gpu is not None:
+        warnings.extend(facts.gpu.warnings)
+    peak = hardware.peak_json(facts.gpu, dtype, facts.peak_override)
+    if peak is None:
+        if facts.gpu is None:
+            warnings.append("GPU type unknown: pass --gpu (or --peak-tflops)")
+        else:
+            warnings.append(f"{facts.gpu.accelerator.key} has no {dtype} peak: pass --peak-tflops")
+    return peak
+
+
+def _overall(
+    table: pl.DataFrame, flops: FlopsResult, num_gpus: int | None, peak: float
+) -> float | None:
+    """All logged model FLOPs over all logged time, stalls and warm-up included."""
+    timed = table.filter(pl.col("step_time_s").is_not_null())
+    iterations = int(timed["interval"].sum())
+    seconds = float((timed["step_time_s"] * timed["interval"]).sum())
+    if not num_gpus or not seconds:
+        return None
+    return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
+
+
+def gpu_json(facts: RunFacts) -> dict[str, object] | None:
+    """The summary's `run.gpu` object."""
+    if facts.gpu is None:
+        return None
+    return {
+        "key": facts.gpu.accelerator.key,
+        "name": facts.gpu.accelerator.name,
+        "matched": facts.gpu.matched,
+        "source": facts.gpu_source,
+    }
+
+
+def _median(values: pl.Series) -> float | None:
+    found = values.drop_nulls().median()
+    return float(found) if isinstance(found, (int, float)) else None
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
