@@ -1,13 +1,16 @@
 """Benchmark: parse a large Megatron log; time and peak memory as ratios against baselines.
 
-Writes a synthetic log of --size-mb in the format Megatron-LM prints today (iteration lines
-with timestamps and throughput, timer blocks, per-rank memory lines, NCCL noise), then runs,
-each in a fresh subprocess so peak RSS is its own:
+Writes a log of --size-mb: by default a dense synthetic one in the format Megatron-LM prints
+today (every line is data: iteration lines with timestamps and throughput, timer blocks,
+per-rank memory lines, a little NCCL noise), or, with --from-log, a real log repeated (each
+copy a new launch, as a run restarted many times). Then runs, each in a fresh subprocess so
+peak RSS is its own:
   baseline  read the file in the same chunks and split it into lines (the I/O floor);
   parse     MegatronParser().parse(file).
 Prints seconds, MB/s and peak RSS for both, and parse/baseline ratios.
 
     python bench/bench_parse.py --size-mb 1024
+    python bench/bench_parse.py --from-log fixtures/megatron/bigscience_gpt2_tp4_pp8.out
 """
 
 from __future__ import annotations
@@ -78,6 +81,16 @@ def write_log(path: Path, size_mb: int) -> int:
     return iteration
 
 
+def repeat_log(path: Path, source: Path, size_mb: int) -> int:
+    """`source` repeated to about size_mb MB; returns the iteration lines written."""
+    text = source.read_text()
+    copies = max(1, size_mb * 1024 * 1024 // len(text))
+    with path.open("w") as out:
+        for _ in range(copies):
+            out.write(text)
+    return copies * sum(1 for line in text.splitlines() if "elapsed time per iteration" in line)
+
+
 def run_child(mode: str, path: Path) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True, check=True
@@ -89,11 +102,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--keep", type=Path, help="write the log here and keep it")
+    parser.add_argument("--from-log", type=Path, help="repeat this real log instead")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     path = args.keep or folder / "megatron.log"
     start = time.perf_counter()
-    iterations = write_log(path, args.size_mb)
+    if args.from_log:
+        iterations = repeat_log(path, args.from_log, args.size_mb)
+    else:
+        iterations = write_log(path, args.size_mb)
     size_mb = path.stat().st_size / 1e6
     took = time.perf_counter() - start
     print(f"wrote {size_mb:.0f} MB, {iterations} iteration lines in {took:.1f} s")

@@ -43,11 +43,12 @@ ITERATION_SCHEMA: Mapping[str, pl.DataType] = {
 
 # The long table of every other metric a source carries, so that nothing is dropped.
 # `rank` and `line` extend the contract's (iteration, name, value, source) for traceability.
+# `name` and `source` repeat a few values over millions of rows: categorical keeps each once.
 METRICS_SCHEMA: Mapping[str, pl.DataType] = {
     "iteration": pl.Int64(),
-    "name": pl.String(),
+    "name": pl.Categorical(),
     "value": pl.Float64(),
-    "source": pl.String(),
+    "source": pl.Categorical(),
     "rank": pl.Int32(),
     "line": pl.Int64(),
 }
@@ -118,19 +119,20 @@ def empty_metrics() -> pl.DataFrame:
 
 
 def _conform(frame: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """Columns already right are reused, never copied; missing ones become null literals,
+    which polars keeps as a scalar instead of a column of nulls."""
     unknown = set(frame.columns) - set(schema)
     if unknown:
         raise SchemaError(
-            f"unexpected columns {sorted(unknown)}: put extra metrics in the long table"
+            f"unexpected columns {sorted(unknown)}: extra metrics go to the long table"
         )
-    return frame.select(
-        [
-            pl.col(name).cast(dtype, strict=True)
-            if name in frame.columns
-            else pl.lit(None, dtype=dtype).alias(name)
-            for name, dtype in schema.items()
-        ]
-    )
+    missing = [pl.lit(None, dtype=t).alias(n) for n, t in schema.items() if n not in frame.columns]
+    casts = [
+        pl.col(n).cast(t, strict=True)
+        for n, t in schema.items()
+        if n in frame.columns and frame.schema[n] != t
+    ]
+    return frame.with_columns(*missing, *casts).select(list(schema))
 
 
 def conform_table(frame: pl.DataFrame) -> pl.DataFrame:

@@ -22,14 +22,13 @@ CHUNK_BYTES = 4 * 1024 * 1024
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, decompressing gzip by its magic bytes rather than its name."""
     try:
-        raw = path.open("rb")
+        with path.open("rb") as probe:
+            compressed = probe.read(2) == GZIP_MAGIC
+        if compressed:
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        return path.open("rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot open ({exc.strerror or exc}); check the path") from exc
-    if raw.read(2) == GZIP_MAGIC:
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    raw.seek(0)
-    return raw
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:

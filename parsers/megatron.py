@@ -17,6 +17,7 @@ Each launch (an ``arguments`` dump) or a step back of the iteration counter star
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,24 +123,26 @@ class MegatronParser:
 
     def parse(self, path: Path) -> Run:
         chunks = []
+        longs = []
         last = _NO_ANCHOR
+        previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
         for frame in _stateful_frames(path):
             chunk = _scan_chunk(frame, last)
-            chunks.append(chunk)
             last = chunk.last_anchor
-        # rechunk=False: the chunks' buffers are reused, not copied
-        records = pl.concat([c.records for c in chunks], how="diagonal_relaxed", rechunk=False)
-        long = pl.concat([c.long for c in chunks], rechunk=False)
-        facts = pl.concat([c.facts for c in chunks])
-        keys = frozenset().union(*(c.keys for c in chunks))
-        del chunks
-        if records.height == 0 and facts.height == 0:
+            longs.append(_long_part(chunk.long, previous_keys, str(path)))
+            previous_keys = chunk.long.get_column("copy_key")
+            chunks.append(dataclasses.replace(chunk, long=_NO_LONG))
+        facts = pl.concat([c.facts for c in chunks]).unique(
+            ["key", "value"], keep="first", maintain_order=True
+        )
+        if not any(c.records.height for c in chunks) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
+        keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = _config(facts, keys, str(path))
-        naive_stamps = bool(records["naive_stamp"].any())
-        table = _table(_first_copies(records, pl.struct("launch", "key")), config, str(path))
-        long = _first_copies(long, pl.col("copy_key")).drop("copy_key")
-        long = conform_metrics(long.with_columns(source=pl.lit(str(path))))
+        naive_stamps = any(c.naive_stamps for c in chunks)
+        table = _table([c.records for c in chunks], config, str(path))
+        long = pl.concat(longs, rechunk=False) if longs else conform_metrics(pl.DataFrame())
+        del chunks
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
         if naive_stamps:
@@ -164,12 +167,14 @@ class _Chunk:
     long: pl.DataFrame  # extra iteration-line fields, timers, memory, events; with copy_key
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
+    naive_stamps: bool  # some timestamps carry no time zone
     last_anchor: pl.DataFrame  # the last iteration line, for the next chunk's timers
 
 
 # An iteration line's position, the anchor of the timer and memory lines below it.
 _ANCHOR_SCHEMA = {"anchor_line": pl.Int64, "launch": pl.Int32, "iteration": pl.Int64}
 _NO_ANCHOR = pl.DataFrame(schema=_ANCHOR_SCHEMA)
+_NO_LONG = pl.DataFrame()
 
 
 # Literal markers of the lines this parser reads; everything else is skipped unparsed.
@@ -233,7 +238,12 @@ def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
         .drop_nulls("key")
     )
     other = frame.filter(~pl.col("in_args"))
-    facts = pl.concat([args, _facts(_having(other, "world size", "padded vocab", "parameters"))])
+    facts = (
+        pl.concat([args, _facts(_having(other, "world size", "padded vocab", "parameters"))])
+        .sort("line")
+        .unique(["key", "value"], keep="first", maintain_order=True)
+    )  # relaunches
+    # print the same arguments again: one row per distinct value is all the config needs
     pieces = split_glued(other, RECORD_START)
     records = _iteration_records(_having(pieces, "iteration"))
     fields = _fields(records)
@@ -250,7 +260,7 @@ def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
             name=pl.col("printed").cast(pl.Categorical),
             value="value",
             rank=pl.lit(None, dtype=pl.Int32),
-            copy_key=pl.struct("launch", "record_key", "printed").hash(),
+            copy_key=pl.struct("record_key", "printed").hash(),
         )
     )
     metrics = pl.concat(
@@ -271,11 +281,12 @@ def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
         ]
     )
     return _Chunk(
-        records=records.drop("rest").join(wide, on=["line", "piece"], how="left"),
+        records=records.drop("rest", "naive_stamp").join(wide, on=["line", "piece"], how="left"),
         # in line order, so the chunks' concatenation is too
         long=pl.concat([extras, _anchored(metrics, anchors)]).sort("line", maintain_order=True),
         facts=facts,
         keys=frozenset(fields["key"].unique().to_list()),
+        naive_stamps=bool(records["naive_stamp"].any()),
         last_anchor=anchors.tail(1),
     )
 
@@ -399,7 +410,7 @@ def _iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         timestamp=to_timestamp(stamp),
         naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
         # copies of one line printed by several ranks or nodes share this key
-        key=pl.struct(head.struct.field("1"), rest).hash(),
+        key=pl.struct("launch", head.struct.field("1"), rest).hash(),
     )
 
 
@@ -622,31 +633,58 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
         config["num_gpus"] = config["world_size"]
 
 
-def _first_copies(frame: pl.DataFrame, identity: pl.Expr) -> pl.DataFrame:
-    """The rows whose identity was not seen before: one of the copies several ranks print.
+def _first_copies(frames: list[pl.DataFrame], key: str) -> list[pl.Series]:
+    """Per frame, which rows are the first of their `key` over all frames: the one copy kept
+    of a line that several ranks or nodes printed."""
+    first = pl.concat([f.select(key) for f in frames]).get_column(key).is_first_distinct()
+    masks = []
+    offset = 0
+    for frame in frames:
+        masks.append(first.slice(offset, frame.height))
+        offset += frame.height
+    return masks
 
-    Filtering copies the frame, so it is done only when there is something to remove.
+
+def _table(frames: list[pl.DataFrame], config: dict[str, ConfigValue], source: str) -> pl.DataFrame:
+    """The per-iteration table from the chunks' records (in line order, as chunks are read in
+    order): copies removed, segments and intervals added, in the contract's schema.
+
+    Everything is done chunk by chunk and the chunks are concatenated without copying; only
+    segments and intervals, which need the whole run, are computed on the two columns they
+    read.
     """
-    first = frame.select(identity.is_first_distinct()).to_series()
-    return frame if first.all() else frame.filter(first)
-
-
-def _table(records: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> pl.DataFrame:
-    """The per-iteration table from the de-duplicated records (in line order already, as the
-    chunks are read in order), with segments and intervals."""
-    table = records
+    masks = _first_copies(frames, "key")
+    kept = [f if m.all() else f.filter(m) for f, m in zip(frames, masks, strict=True)]
     new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
         pl.col("iteration") <= pl.col("iteration").shift(1)
     )
-    table = table.with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
     log_interval = config.get("log_interval")
-    table = table.with_columns(interval=_interval(log_interval.value if log_interval else None))
-    return conform_table(
-        table.select(
-            [c for c in table.columns if c in ITERATION_SCHEMA and c != "source"]
-            + [pl.lit(source).alias("source")]
-        )
+    derived = (
+        pl.concat([f.select("launch", "iteration") for f in kept])
+        .with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
+        .select("segment", interval=_interval(log_interval.value if log_interval else None))
     )
+    tables = []
+    offset = 0
+    for frame in kept:
+        columns = [c for c in frame.columns if c in ITERATION_SCHEMA]
+        part = frame.select(columns).hstack(derived.slice(offset, frame.height))
+        tables.append(conform_table(part.with_columns(source=pl.lit(source))))
+        offset += frame.height
+    return pl.concat(tables, rechunk=False) if tables else conform_table(pl.DataFrame())
+
+
+def _long_part(frame: pl.DataFrame, previous_keys: pl.Series, source: str) -> pl.DataFrame:
+    """One chunk's rows of the long table, in the contract's schema, copies removed.
+
+    The copies several ranks print of a timer or memory line sit next to each other, so
+    they are recognised within the chunk and against the chunk before it; the keys need
+    not be kept for the whole file.
+    """
+    key = frame.get_column("copy_key")
+    first = key.is_first_distinct() & ~key.is_in(previous_keys.implode())
+    kept = frame if first.all() else frame.filter(first)
+    return conform_metrics(kept.drop("copy_key").with_columns(source=pl.lit(source)))
 
 
 def _wide_fields(fields: pl.DataFrame) -> pl.DataFrame:

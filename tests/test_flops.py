@@ -20,7 +20,7 @@ from loganalyzer.flops import (
 from loganalyzer.model_shape import ModelShape, count_parameters
 
 ORACLES = Path(__file__).parent.parent / "fixtures" / "spec" / "flops-oracles.csv"
-ROWS = list(csv.DictReader(ORACLES.open(encoding="utf-8")))
+ROWS = list(csv.DictReader(ORACLES.read_text(encoding="utf-8").splitlines()))
 REL = 1e-4
 
 

@@ -18,13 +18,18 @@ ENCLOSING = frozenset({"forward-backward", "interval-time", "iteration-time", "t
 def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
     """For each of `iterations` with timers, the phase that grew the most: columns
     `iteration`, `phase`, `phase_delta_ms`."""
-    name = pl.col("name")
+    # The distinct names are few: map them to phases in Python, then the rows in one pass.
+    phase_of = {
+        name: name.removeprefix("timer/").removesuffix("/max")
+        for name in metrics["name"].unique().cast(pl.String).to_list()
+        if name.startswith("timer/") and not name.endswith("/min")
+    }
     timers = (
         metrics.lazy()
-        .filter(name.str.starts_with("timer/") & ~name.str.ends_with("/min"))
+        .filter(pl.col("name").is_in(list(phase_of)))
         .select(
             "iteration",
-            name.str.strip_prefix("timer/").str.strip_suffix("/max").alias("phase"),
+            pl.col("name").cast(pl.String).replace_strict(phase_of).alias("phase"),
             "value",
         )
         .group_by("iteration", "phase")
