@@ -77,11 +77,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     origins = {key: str(value.provenance) for key, value in sorted(run.config.items())}
     origins.update({key: "flag" for key in [*options["shape"], *given]})
     warnings: list[str] = []
-    batch = given.get("global_batch_size") or typical_global_batch(run.table)
-    if batch is None:
-        batch = _int(run.get("global_batch_size"))
-    elif "global_batch_size" not in given:
-        origins["global_batch_size"] = "the per-iteration table (most common value)"
+    batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
     recompute = given.get("recompute") or run.get("recompute")
@@ -99,6 +95,22 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         origins=origins,
         warnings=tuple(warnings),
     )
+
+
+def _batch(run: Run, origins: dict[str, str], warnings: list[str]) -> int | None:
+    """The arguments' global batch size, unless the iteration lines mostly printed another
+    (batch-size ramp-up): then the most common printed one, and a warning."""
+    argued = _int(run.get("global_batch_size"))
+    printed = typical_global_batch(run.table)
+    if printed is not None and printed != argued:
+        if argued is not None:
+            warnings.append(
+                f"global batch size: the iteration lines mostly print {printed}, the arguments"
+                f" say {argued} ({origins.get('global_batch_size')}); {printed} is used"
+            )
+        origins["global_batch_size"] = "the iteration lines (most common value)"
+        return printed
+    return argued
 
 
 def _gpu(
@@ -151,7 +163,7 @@ def measure(run: Run, facts: RunFacts, steady_step_s: float | None, framework: s
         bf16 = facts.gpu.peak_tflops("bf16")
         vs_bf16 = achieved / bf16 if bf16 else None
     reported = _median(run.table["reported_tflops_per_gpu"])
-    ratio = achieved / reported if achieved is not None and reported else None
+    ratio = _reported_ratio(run.table, flops, facts.num_gpus)
     explanation = expected = None
     if ratio is not None:
         explanation = explain_reported_ratio(
@@ -236,6 +248,20 @@ def gpu_json(facts: RunFacts) -> dict[str, object] | None:
         "matched": facts.gpu.matched,
         "source": facts.gpu_source,
     }
+
+
+def _reported_ratio(
+    table: pl.DataFrame, flops: FlopsResult | None, num_gpus: int | None
+) -> float | None:
+    """Recomputed over reported TFLOPS, record by record (same step time on both sides),
+    then the median: a figure the framework's formula alone explains."""
+    if flops is None or not num_gpus:
+        return None
+    recomputed = flops.per_iteration / (pl.col("step_time_s") * num_gpus * 1e12)
+    ratios = table.select(
+        (recomputed / pl.col("reported_tflops_per_gpu")).alias("ratio")
+    ).get_column("ratio")
+    return _median(ratios.filter(ratios.is_finite()))
 
 
 def _median(values: pl.Series) -> float | None:

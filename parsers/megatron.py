@@ -99,6 +99,20 @@ DEEPSPEED_FIELDS = {
     "curriculum seqlen",
 }
 
+# The DeepSpeed engine's config printout (`  train_batch_size ............. 1024`).
+DEEPSPEED_BATCH_KEYS = (
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+)
+# Names 2021-era Megatron(-DeepSpeed) arguments used for what is now called otherwise.
+RENAMED_ARGUMENTS = {
+    "model_parallel_size": "tensor_model_parallel_size",
+    "pipe_parallel_size": "pipeline_model_parallel_size",
+    "deepspeed_train_batch_size": "global_batch_size",
+    "deepspeed_train_micro_batch_size_per_gpu": "micro_batch_size",
+}
+
 DETECT_MARKERS = (
     (re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration"), 0.95),
     (re.compile(r"^-+ arguments -+$", re.M), 0.6),
@@ -187,6 +201,8 @@ CANDIDATES = (
     "world size",
     "padded vocab",
     "for parameters",
+    "batch_size",
+    "gradient_accumulation_steps",
     "saving checkpoint",
     "validation",
 )
@@ -238,12 +254,14 @@ def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
         .drop_nulls("key")
     )
     other = frame.filter(~pl.col("in_args"))
+    # Relaunches print the same arguments again: one row per distinct value is all the
+    # config needs.
+    startup = _having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
     facts = (
-        pl.concat([args, _facts(_having(other, "world size", "padded vocab", "parameters"))])
+        pl.concat([args, _facts(startup)])
         .sort("line")
         .unique(["key", "value"], keep="first", maintain_order=True)
-    )  # relaunches
-    # print the same arguments again: one row per distinct value is all the config needs
+    )
     pieces = split_glued(other, RECORD_START)
     records = _iteration_records(_having(pieces, "iteration"))
     fields = _fields(records)
@@ -383,6 +401,17 @@ def _facts(frame: pl.DataFrame) -> pl.DataFrame:
             value=text.str.extract(r"^using (torch\.\w+) for parameters"),
         ).drop_nulls("value")
     )
+    # Megatron-DeepSpeed: the engine's config printout holds the global batch size that
+    # 2021-era arguments (batch_size = micro batch) do not.
+    for name in DEEPSPEED_BATCH_KEYS:
+        found.append(
+            frame.select(
+                "line",
+                "launch",
+                key=pl.lit(f"deepspeed_{name}"),
+                value=text.str.extract(rf"\b{name}\s+\.*\s*(\d+)\s*$"),
+            ).drop_nulls("value")
+        )
     return pl.concat(found)
 
 
@@ -629,6 +658,9 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
             config.get("recompute_granularity") or config["checkpoint_activations"]
         ).provenance
         config["recompute"] = ConfigValue("none", source)
+    for old, new in RENAMED_ARGUMENTS.items():
+        if old in config and new not in config:
+            config[new] = config[old]
     if "world_size" in config:
         config["num_gpus"] = config["world_size"]
 

@@ -92,6 +92,13 @@ def _model(ctx: click.Context, param: click.Parameter, value: str | None) -> Mod
         raise click.BadParameter(str(exc), ctx, param) from exc
 
 
+def _known_gpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an unknown accelerator before any input is read."""
+    if value is not None and hardware.resolve(value) is None:
+        raise click.BadParameter(hardware.unknown_message(value), ctx, param)
+    return value
+
+
 def _count(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """A positive count that may be written in float notation (7e9)."""
     if value is None:
@@ -142,7 +149,11 @@ _OPTIONS: tuple[Callable[[F], F], ...] = (
     click.option("--lora", is_flag=True, default=None, help="Base weights frozen (4N for them)."),
     click.option("--trainable-params", callback=_count, help="Trainable parameters (frozen rest)."),
     click.option("--recompute", type=click.Choice(RECOMPUTE), help="Activation recomputation."),
-    click.option("--gpu", help="Table key (h100-sxm) or device name ('NVIDIA H100 80GB HBM3')."),
+    click.option(
+        "--gpu",
+        callback=_known_gpu,
+        help="Table key (h100-sxm) or device name ('NVIDIA H100 80GB HBM3').",
+    ),
     _int_option("--num-gpus", "World size (TP x PP x DP x CP)."),
     click.option("--dtype", type=click.Choice(hardware.DTYPES), help="Training precision."),
     click.option(

@@ -1,0 +1,138 @@
+"""TFLOPS and MFU of real and written logs, checked against what the frameworks printed and
+against the spec's formula applied by hand to the numbers in each log."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from loganalyzer.cli import main
+from loganalyzer.efficiency import resolve_facts
+from loganalyzer.flops import compute_flops
+from loganalyzer.load import load_run
+from loganalyzer.registry import load_registry
+from tests.conftest import FIXTURES
+
+NO_OPTIONS: dict[str, dict[str, object]] = {"shape": {}, "run": {}}
+
+
+def summary(*args: str) -> dict[str, object]:
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", *args])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, object] = json.loads(result.stdout)
+    return doc
+
+
+def test_recomputed_tflops_match_what_megatron_printed_within_its_rounding() -> None:
+    """Megatron-LM >= core 0.12 prints `throughput per GPU` with the default formula."""
+    path = FIXTURES / "megatron" / "core_0_12_llama3_8b_throughput.log"
+    run = load_run([str(path)], load_registry()).run
+    facts = resolve_facts(run, NO_OPTIONS)
+    flops = compute_flops(facts.shape, facts.global_batch_size or 0).per_iteration
+    assert facts.num_gpus == 64
+    recomputed = flops / (run.table["step_time_s"] * 64 * 1e12)
+    printed = run.table["reported_tflops_per_gpu"]
+    assert (recomputed - printed).abs().max() <= 0.05 + 1e-9  # printed with {:.1f}
+    doc = summary(str(path), "--gpu", "h100-sxm")
+    assert doc["reported"]["recomputed_over_reported"] == pytest.approx(1.0, abs=0.05 / 136)  # type: ignore[index]
+
+
+def test_megatron_deepspeed_tflops_ratio_is_explained() -> None:
+    """BLOOM-176B's printed TFLOPs count activation recomputation (factor 4/3) and a
+    V/(16lh) logit term: the expected ratio is computed and matches the observed one."""
+    doc = summary(
+        str(FIXTURES / "megatron_deepspeed" / "bloom_176b_chronicles.txt"),
+        *("--num-layers", "70", "--hidden-size", "14336", "--num-attention-heads", "112"),
+        *("--seq-length", "2048", "--padded-vocab-size", "250880", "--num-gpus", "384"),
+        *("--gpu", "a100-sxm4-80gb", "--dtype", "bf16", "--recompute", "full"),
+    )
+    reported = doc["reported"]
+    assert isinstance(reported, dict)
+    match = re.search(r"expected ratio (\d\.\d+), observed (\d\.\d+)", reported["explanation"])
+    assert match, reported["explanation"]
+    expected, observed = float(match[1]), float(match[2])
+    assert observed == pytest.approx(reported["recomputed_over_reported"], abs=5e-4)
+    assert observed == pytest.approx(expected, rel=0.01)
+    assert not [v for v in doc["verdicts"] if v["code"] == "REPORTED_TFLOPS_MISMATCH"]  # type: ignore[union-attr]
+
+
+def _argument(text: str, name: str) -> int | None:
+    found = re.search(rf"^  {name} \.+ (\d+)\s*$", text, re.M)
+    return int(found[1]) if found else None
+
+
+BIGSCIENCE = sorted(
+    str(p.relative_to(p.parents[1]))
+    for p in (FIXTURES.parent.parent / "shared/logs/bigscience").glob("gpt2-meg*/*.out")
+)
+
+
+@pytest.mark.parametrize("name", BIGSCIENCE)
+def test_bigscience_megatron_logs_give_flops_from_their_own_arguments(
+    shared_logs: Path, name: str
+) -> None:
+    """V100, fp16, activation checkpointing: FLOPs from each log's arguments dump (the
+    formula applied here by hand to the numbers grep finds), MFU/HFU against the fp16 peak."""
+    path = shared_logs / "bigscience" / name
+    text = path.read_text(errors="replace")
+    l, h, s = (_argument(text, k) for k in ("num_layers", "hidden_size", "seq_length"))
+    ffn = _argument(text, "ffn_hidden_size") or 4 * (h or 0)
+    vocab = int(re.search(r"new size: (\d+)\)", text)[1])  # type: ignore[index]
+    batch = _argument(text, "global_batch_size") or int(
+        re.search(r"train_batch_size \.+ (\d+)", text)[1]  # type: ignore[index]
+    )
+    assert l and h and s
+    per_token = 6 * l * (h * 3 * h + h * h) + 6 * l * h * s + 6 * l * 2 * h * ffn + 6 * h * vocab
+    doc = summary(str(path), "--gpu", "v100-sxm2")
+    run, flops, peak = doc["run"], doc["flops"], doc["peak"]
+    assert isinstance(run, dict) and isinstance(flops, dict) and isinstance(peak, dict)
+    assert run["dtype"] == "fp16"
+    assert run["recompute"] == "full"
+    assert flops["per_iteration"] == pytest.approx(batch * s * per_token, rel=1e-12)
+    assert peak == {"tflops_per_gpu": 125.0, "dtype": "fp16", "source": peak["source"]}
+    assert flops["hfu"] > flops["mfu"] > 0
+
+
+def test_unknown_gpu_flag_is_a_usage_error() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["summary", str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"), "--gpu", "H9000"],
+    )
+    assert result.exit_code == 2
+    assert "Invalid value for '--gpu': unknown hardware 'H9000'; did you mean" in result.stderr
+    assert "reading" not in result.stderr  # refused before any input is read
+
+
+def test_unknown_gpu_in_a_log_is_null_and_a_warning() -> None:
+    from loganalyzer.model import ConfigValue, Provenance
+
+    run = load_run(
+        [str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")], load_registry()
+    ).run
+    run.config["gpu_name"] = ConfigValue("Mystery Accelerator 9000", Provenance("log", "x.log", 3))
+    facts = resolve_facts(run, NO_OPTIONS)
+    assert facts.gpu is None
+    assert any(
+        "'Mystery Accelerator 9000' from the log is not in the peak table" in w
+        for w in facts.warnings
+    )
+
+
+def test_fail_under_mfu_gate_exits_4() -> None:
+    path = str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
+    low = CliRunner().invoke(
+        main, ["summary", "-q", path, "--gpu", "v100-sxm2", "--fail-under-mfu", "0.5"]
+    )
+    assert low.exit_code == 4
+    assert "steady-state MFU 0.1152 is below 0.5" in low.stderr
+    ok = CliRunner().invoke(
+        main, ["summary", "-q", path, "--gpu", "v100-sxm2", "--fail-under-mfu", "0.1"]
+    )
+    assert ok.exit_code == 0
+    unknown = CliRunner().invoke(main, ["summary", "-q", path, "--fail-under-mfu", "0.1"])
+    assert unknown.exit_code == 4
