@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -80,14 +79,19 @@ def test_bigscience_megatron_logs_give_flops_from_their_own_arguments(
     formula applied here by hand to the numbers grep finds), MFU/HFU against the fp16 peak."""
     path = shared_logs / "bigscience" / name
     text = path.read_text(errors="replace")
-    l, h, s = (_argument(text, k) for k in ("num_layers", "hidden_size", "seq_length"))
+    layers, h, s = (_argument(text, k) for k in ("num_layers", "hidden_size", "seq_length"))
     ffn = _argument(text, "ffn_hidden_size") or 4 * (h or 0)
     vocab = int(re.search(r"new size: (\d+)\)", text)[1])  # type: ignore[index]
     batch = _argument(text, "global_batch_size") or int(
         re.search(r"train_batch_size \.+ (\d+)", text)[1]  # type: ignore[index]
     )
-    assert l and h and s
-    per_token = 6 * l * (h * 3 * h + h * h) + 6 * l * h * s + 6 * l * 2 * h * ffn + 6 * h * vocab
+    assert layers and h and s
+    per_token = (
+        6 * layers * (h * 3 * h + h * h)  # QKV and output projections, no GQA
+        + 6 * layers * h * s  # causal core attention
+        + 6 * layers * 2 * h * ffn  # plain (non-gated) MLP
+        + 6 * h * vocab  # logit layer
+    )
     doc = summary(str(path), "--gpu", "v100-sxm2")
     run, flops, peak = doc["run"], doc["flops"], doc["peak"]
     assert isinstance(run, dict) and isinstance(flops, dict) and isinstance(peak, dict)
