@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
+from tests.conftest import assert_golden
 
 # path, records, first, last, min printed, max printed, unit divisor to seconds, world size
 CASES = [
@@ -142,3 +143,23 @@ def test_bigscience_directory_reads_every_megatron_file(shared_logs: Path) -> No
     doc = json.loads(result.stdout)
     assert sorted(s["records"] for s in doc["sources"]) == [3, 4, 20]
     assert doc["iterations"]["logged"] == 27
+
+
+# The bigscience runs are on V100s (their notes); excerpts run without hardware facts.
+REAL_LOGS = [case[0] for case in CASES] + ["excerpts/megatron_1.txt"]
+
+
+@pytest.mark.parametrize("name", REAL_LOGS, ids=[n.rsplit("/", 1)[-1] for n in REAL_LOGS])
+def test_verdicts_match_golden(shared_logs: Path, name: str) -> None:
+    """The verdicts for each real log, with the numbers a reader checks by hand: MFU against
+    the V100 fp16 reference (PaLM's recomputation of GPT-3: 0.213), restarts, stalls."""
+    gpu = ["--gpu", "v100-sxm2"] if name.startswith("bigscience/") else []
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(shared_logs / name), *gpu])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    lines = [f"{v['severity']} {v['code']}: {v['message']}" for v in doc["verdicts"]]
+    lines.append(f"warm-up records: {[w['records'] for w in doc['warmup']]}")
+    lines.append(f"slow steps: {[(s['iteration'], s['kind']) for s in doc['slow_steps']]}")
+    lines.append(f"time: {doc['time']['summary']}")
+    golden = "shared/" + name.replace("/", "__") + ".verdicts.txt"
+    assert_golden(golden, "\n".join(lines) + "\n")
