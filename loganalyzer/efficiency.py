@@ -28,6 +28,36 @@ from loganalyzer.model import Run
 from loganalyzer.model_shape import ModelShape, count_parameters, shape_from_megatron_args
 from loganalyzer.stats import typical_global_batch
 
+# The facts a summary rests on; `RunFacts.origins` says where each came from.
+FACT_KEYS = frozenset(
+    {
+        "num_layers",
+        "hidden_size",
+        "ffn_hidden_size",
+        "num_attention_heads",
+        "num_query_groups",
+        "kv_channels",
+        "seq_length",
+        "padded_vocab_size",
+        "swiglu",
+        "num_experts",
+        "moe_router_topk",
+        "moe_ffn_hidden_size",
+        "global_batch_size",
+        "micro_batch_size",
+        "num_gpus",
+        "world_size",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "data_parallel_size",
+        "context_parallel_size",
+        "expert_model_parallel_size",
+        "dtype",
+        "recompute",
+        "gpu_name",
+    }
+)
+
 
 @dataclass(frozen=True)
 class RunFacts:
@@ -74,7 +104,11 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     from_log = shape_from_megatron_args({k: str(v.value) for k, v in run.config.items()})
     shape = shape_from_options(options, from_log)
     given = options["run"]
-    origins = {key: str(value.provenance) for key, value in sorted(run.config.items())}
+    origins = {
+        key: str(value.provenance)
+        for key, value in sorted(run.config.items())
+        if key in FACT_KEYS and value.value is not None
+    }
     origins.update({key: "flag" for key in [*options["shape"], *given]})
     warnings: list[str] = []
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)

@@ -607,9 +607,8 @@ def _config(
     config: dict[str, ConfigValue] = {}
     first = facts.sort("line").unique("key", keep="first", maintain_order=True)
     for key, value, line in first.select("key", "value", "line").iter_rows():
-        typed = _typed(value)
-        if typed is not None:
-            config[key] = ConfigValue(typed, Provenance("log", source, line))
+        # `None` is kept: "recompute_granularity ... None" says there was no recomputation
+        config[key] = ConfigValue(_typed(value), Provenance("log", source, line))
     later = facts.join(first.select("key", first_value="value"), on="key").filter(
         pl.col("value") != pl.col("first_value")
     )
