@@ -26,7 +26,6 @@ from loganalyzer.flops import (
 )
 from loganalyzer.model import Run
 from loganalyzer.model_shape import ModelShape, count_parameters, shape_from_megatron_args
-from loganalyzer.stats import typical_global_batch
 
 # The facts a summary rests on; `RunFacts.origins` says where each came from.
 FACT_KEYS = frozenset(
@@ -145,6 +144,14 @@ def _batch(run: Run, origins: dict[str, str], warnings: list[str]) -> int | None
         origins["global_batch_size"] = "the iteration lines (most common value)"
         return printed
     return argued
+
+
+def typical_global_batch(table: pl.DataFrame) -> int | None:
+    """The global batch size most records printed (ramp-up aside); the largest on a tie."""
+    sizes = table["global_batch_size"].drop_nulls()
+    if sizes.len() == 0:
+        return None
+    return int(sizes.mode().max())  # type: ignore[arg-type]
 
 
 def _gpu(
