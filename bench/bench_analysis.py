@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import polars as pl
+
+# The synthetic runs come from the test factories, one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.baseline import WINDOW
