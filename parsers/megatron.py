@@ -224,9 +224,7 @@ def _stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
         launch = start.cast(pl.Int32).cum_sum() + launch_offset
         inside = (depth > 0) & ~start
-        candidate = inside
-        for marker in CANDIDATES:
-            candidate = candidate | text.str.contains(marker, literal=True)
+        candidate = inside | text.str.contains_any(list(CANDIDATES))
         if frame.height:
             launch_offset = int(launch[-1])
             in_args = max(int(depth[-1]), 0)
@@ -352,10 +350,7 @@ def _anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
 
 def _having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:
     """The rows whose text contains any of the literal markers."""
-    test = pl.lit(False)
-    for marker in markers:
-        test = test | pl.col("text").str.contains(marker, literal=True)
-    return frame.filter(test)
+    return frame.filter(pl.col("text").str.contains_any(list(markers)))
 
 
 def _facts(frame: pl.DataFrame) -> pl.DataFrame:
