@@ -128,8 +128,8 @@ def summary(
         loaded, overrides_from_options(**facts), warmup=warmup, slow_factor=slow_factor
     )
     if not quiet:
-        for path in loaded.ignored:
-            click.echo(f"ignored (no parser recognises it): {path}", err=True)
+        for skipped in loaded.ignored:
+            click.echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
         for warning in document["warnings"]:
             click.echo(f"warning: {warning}", err=True)
     if as_json:

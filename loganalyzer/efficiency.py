@@ -18,6 +18,7 @@ from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import (
     FlopsResult,
     ShapeError,
+    achieved,
     compute_flops,
     expected_reported_ratio,
     explain_reported_ratio,
@@ -25,7 +26,12 @@ from loganalyzer.flops import (
     utilisation,
 )
 from loganalyzer.model import Run
-from loganalyzer.model_shape import ModelShape, count_parameters, shape_from_megatron_args
+from loganalyzer.model_shape import (
+    ArgumentError,
+    ModelShape,
+    count_parameters,
+    shape_from_megatron_args,
+)
 
 # The facts a summary rests on; `RunFacts.origins` says where each came from.
 FACT_KEYS = frozenset(
@@ -100,7 +106,13 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
 
     `origins` says where each fact came from (a log's file and line, or "flag").
     """
-    from_log = shape_from_megatron_args({k: str(v.value) for k, v in run.config.items()})
+    warnings: list[str] = []
+    try:
+        from_log = shape_from_megatron_args({k: str(v.value) for k, v in run.config.items()})
+    except ArgumentError as exc:
+        where = run.config[exc.name].provenance
+        warnings.append(f"{where}: {exc}; the model shape in the log is not used")
+        from_log = ModelShape()
     shape = shape_from_options(options, from_log)
     given = options["run"]
     origins = {
@@ -109,7 +121,6 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         if key in FACT_KEYS and value.value is not None
     }
     origins.update({key: "flag" for key in [*options["shape"], *given]})
-    warnings: list[str] = []
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
@@ -173,54 +184,51 @@ def _gpu(
     return None, None
 
 
-def measure(run: Run, facts: RunFacts, steady_step_s: float | None, framework: str) -> Efficiency:
-    """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time."""
+def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: float) -> Efficiency:
+    """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time
+    (`stalls_s`: wall-clock time inside segments that no step time accounts for)."""
     warnings: list[str] = []
-    counts = count_parameters(facts.shape)
-    params = counts.total if counts is not None else facts.shape.params
+    params = facts.shape.params if "params" in facts.origins else None
+    if params is None:
+        counts = count_parameters(facts.shape)
+        params = counts.total if counts is not None else facts.shape.params
     recompute = facts.recompute or "none"
     if facts.recompute is None:
         warnings.append("activation recomputation unknown: none assumed (pass --recompute)")
     flops = _flops(facts, recompute, warnings)
     peak = _peak(facts, warnings)
-    achieved = hw_achieved = None
-    if flops is not None and steady_step_s and facts.num_gpus:
-        achieved = tflops_per_gpu(flops.per_iteration, steady_step_s, facts.num_gpus)
-        hw_achieved = tflops_per_gpu(flops.hardware_per_iteration, steady_step_s, facts.num_gpus)
-    elif flops is not None and not facts.num_gpus:
-        warnings.append("number of GPUs unknown: pass --num-gpus")
     peak_value = peak["tflops_per_gpu"] if peak is not None else None
-    mfu = hfu = overall = vs_bf16 = None
-    if (
-        isinstance(peak_value, float)
-        and flops is not None
-        and achieved is not None
-        and hw_achieved is not None
-    ):
-        mfu = utilisation(achieved, peak_value)
-        hfu = utilisation(hw_achieved, peak_value)
-        overall = _overall(run.table, flops, facts.num_gpus, peak_value)
-    if facts.dtype == "fp8" and achieved is not None and facts.gpu is not None:
-        bf16 = facts.gpu.peak_tflops("bf16")
-        vs_bf16 = achieved / bf16 if bf16 else None
+    peak_value = peak_value if isinstance(peak_value, float) else None
+    figures = overall = None
+    if flops is not None:
+        if not facts.num_gpus:
+            warnings.append("number of GPUs unknown: pass --num-gpus")
+        if not steady_step_s:
+            warnings.append(
+                "no steady-state record (warm-up or slow steps cover the run): steady TFLOPS"
+                " and MFU unknown; lower --warmup"
+            )
+        bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
+        figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
+        overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
     reported = _median(run.table["reported_tflops_per_gpu"])
     ratio = _reported_ratio(run.table, flops, facts.num_gpus)
     explanation = expected = None
     if ratio is not None:
         explanation = explain_reported_ratio(
-            framework, ratio, recompute, facts.shape, facts.global_batch_size
+            run.framework, ratio, recompute, facts.shape, facts.global_batch_size
         )
         if facts.global_batch_size:
             expected = expected_reported_ratio(
-                framework, facts.shape, facts.global_batch_size, recompute
+                run.framework, facts.shape, facts.global_batch_size, recompute
             )
     return Efficiency(
         flops=flops,
-        tflops_per_gpu=achieved,
-        mfu=mfu,
-        hfu=hfu,
+        tflops_per_gpu=figures.tflops_per_gpu if figures else None,
+        mfu=figures.mfu if figures else None,
+        hfu=figures.hfu if figures else None,
         mfu_overall=overall,
-        mfu_vs_bf16=vs_bf16,
+        mfu_vs_bf16=figures.mfu_vs_bf16 if figures else None,
         peak=peak,
         reported_tflops_per_gpu=reported,
         recomputed_over_reported=ratio,
@@ -268,13 +276,17 @@ def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
 
 
 def _overall(
-    table: pl.DataFrame, flops: FlopsResult, num_gpus: int | None, peak: float
+    table: pl.DataFrame,
+    flops: FlopsResult,
+    num_gpus: int | None,
+    stalls_s: float,
+    peak: float | None,
 ) -> float | None:
-    """All logged model FLOPs over all logged time, stalls and warm-up included."""
+    """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
     timed = table.filter(pl.col("step_time_s").is_not_null())
     iterations = int(timed["interval"].sum())
-    seconds = float((timed["step_time_s"] * timed["interval"]).sum())
-    if not num_gpus or not seconds:
+    seconds = float((timed["step_time_s"] * timed["interval"]).sum()) + stalls_s
+    if not num_gpus or not seconds or not peak:
         return None
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
 

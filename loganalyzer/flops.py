@@ -214,6 +214,8 @@ def compute_flops(
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
     _need(shape, ("seq_length",), formula)
+    if problems := shape.problems():
+        raise ShapeError("; ".join(problems))
     fallback: tuple[str, ...] = ()
     try:
         terms = _TERMS[formula](shape)
@@ -277,6 +279,37 @@ def _finish(
         hardware_per_iteration=hardware,
         derivation="\n".join(lines),
         assumptions=tuple(assumptions),
+    )
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """What a step time makes of a FLOP count: TFLOPS/GPU and utilisations (None where the
+    step time, GPU count or peak is unknown)."""
+
+    tflops_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
+    mfu_vs_bf16: float | None
+
+
+def achieved(
+    result: FlopsResult,
+    step_time_s: float | None,
+    num_gpus: int | None,
+    peak_tflops: float | None,
+    bf16_peak_tflops: float | None = None,
+) -> Achieved:
+    """TFLOPS/GPU, MFU, HFU, and MFU against the bf16 peak (given for fp8 runs)."""
+    if not step_time_s or not num_gpus:
+        return Achieved(None, None, None, None)
+    model = tflops_per_gpu(result.per_iteration, step_time_s, num_gpus)
+    hardware = tflops_per_gpu(result.hardware_per_iteration, step_time_s, num_gpus)
+    return Achieved(
+        tflops_per_gpu=model,
+        mfu=utilisation(model, peak_tflops) if peak_tflops else None,
+        hfu=utilisation(hardware, peak_tflops) if peak_tflops else None,
+        mfu_vs_bf16=utilisation(model, bf16_peak_tflops) if bf16_peak_tflops else None,
     )
 
 

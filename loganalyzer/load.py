@@ -10,7 +10,15 @@ from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, format_scores, scores
-from loganalyzer.sources import expand_sources
+from loganalyzer.sources import check_readable, expand_sources
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A file found inside a named directory that was not read, and why."""
+
+    path: str
+    reason: str
 
 
 @dataclass
@@ -18,7 +26,7 @@ class Loaded:
     """The merged run, and what was passed over on the way (listed, never silently dropped)."""
 
     run: Run
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[Ignored] = field(default_factory=list)
 
 
 def load_run(
@@ -29,18 +37,20 @@ def load_run(
 ) -> Loaded:
     """Read every source named into one Run.
 
-    A file named explicitly that no parser recognises is an error (exit 3, with the scores);
-    an unrecognised file found inside a named directory is listed in `ignored`.
+    A file named explicitly that no parser recognises is an error (exit 3, with the scores),
+    and one that cannot be read or holds nothing usable is an error too (exit 1). A file found
+    inside a named directory is only listed in `ignored` in either case: a run directory
+    holds scripts and notes beside its logs.
     """
+    if forced_format is not None:
+        registry.get(forced_format)  # an unknown name fails before anything is read
     explicit = {Path(n) for n in names if not Path(n).is_dir()}
     runs: list[Run] = []
-    ignored: list[str] = []
+    ignored: list[Ignored] = []
     for path in expand_sources(names):
-        if forced_format is not None:
-            name: str | None = forced_format
-            registry.get(forced_format)
-        else:
-            name = choose(registry, path)
+        if path in explicit:
+            check_readable(path)
+        name = forced_format or choose(registry, path)
         if name is None:
             if path in explicit:
                 found = format_scores(scores(registry, path))
@@ -48,14 +58,19 @@ def load_run(
                     f"{path}: no parser recognises this file ({found}); "
                     "pass --format NAME (see `loganalyzer parsers`)"
                 )
-            ignored.append(str(path))
+            ignored.append(Ignored(str(path), "no parser recognises it"))
             continue
         if progress is not None:
             progress(f"reading {path} ({name})")
-        runs.append(registry.get(name).parse(path))
+        try:
+            runs.append(registry.get(name).parse(path))
+        except InputError as exc:
+            if path in explicit:
+                raise
+            ignored.append(Ignored(str(path), str(exc)))
     if not runs:
         raise InputError(
-            f"{', '.join(names)}: no file any parser recognises"
+            f"{', '.join(names)}: no file any parser could read"
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )

@@ -86,6 +86,25 @@ class ModelShape:
             self.vocab_size, self.make_vocab_size_divisible_by, self.tensor_model_parallel_size
         )
 
+    def problems(self) -> list[str]:
+        """What makes this shape one Megatron would refuse (FLOPs of it would be wrong)."""
+        found = []
+        h, a, g = self.hidden_size, self.num_attention_heads, self.num_query_groups
+        if h and a and self.kv_channels is None and h % a:
+            found.append(f"hidden_size {h} is not a multiple of num_attention_heads {a}")
+        if a and g and a % g:
+            found.append(f"num_attention_heads {a} is not a multiple of num_query_groups {g}")
+        if self.num_experts and self.moe_router_topk > self.num_experts:
+            found.append(
+                f"moe_router_topk {self.moe_router_topk} exceeds num_experts {self.num_experts}"
+            )
+        freq = self.moe_layer_freq
+        if self.num_experts and isinstance(freq, tuple) and len(freq) != self.num_layers:
+            found.append(
+                f"moe_layer_freq lists {len(freq)} layers but num_layers is {self.num_layers}"
+            )
+        return found
+
     def moe_layers(self) -> int:
         """How many layers hold experts (0 for a dense model)."""
         if not self.num_experts:
@@ -183,6 +202,8 @@ def count_parameters(shape: ModelShape) -> ParamCounts | None:
     d, g, f, vocab = shape.head_dim, shape.query_groups, shape.ffn_size, shape.vocab
     if nl is None or h is None or a is None or d is None or g is None or f is None:
         return None
+    if shape.problems():
+        return None
     if vocab is None:
         return None
     gpt_style = not shape.swiglu
@@ -259,7 +280,20 @@ def _arg(args: Mapping[str, str], name: str) -> str | None:
 
 def _int(args: Mapping[str, str], name: str) -> int | None:
     value = _arg(args, name)
-    return None if value is None else int(float(value))
+    if value is None:
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        raise ArgumentError(name, value) from None
+
+
+class ArgumentError(ValueError):
+    """An argument printed with a value that is not what it should be (a number)."""
+
+    def __init__(self, name: str, value: str) -> None:
+        super().__init__(f"argument {name} = {value!r} is not a number")
+        self.name = name
 
 
 def _bool(args: Mapping[str, str], name: str) -> bool | None:

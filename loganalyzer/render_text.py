@@ -65,7 +65,12 @@ def render_summary(doc: dict[str, Any]) -> str:
     lines.append("Iterations")
     lines += _rows(
         [
-            ("logged", f"{it['logged']} records, iterations {it['first']}–{it['last']}"),
+            (
+                "logged",
+                f"{it['logged']} records, iterations {it['first']}–{it['last']}"
+                if it["logged"]
+                else "no iteration records",
+            ),
             ("segments", f"{it['segments']} (restarts: {max(it['segments'] - 1, 0)})"),
             ("step time", f"median {_num(st['median'], '.4g', ' s')} (steady state)"),
             (
@@ -77,13 +82,13 @@ def render_summary(doc: dict[str, Any]) -> str:
         ]
     )
 
-    flops = doc.get("flops")
+    flops = doc["flops"]
     reported = doc["reported"]
     peak = doc.get("peak")
     lines.append("")
     lines.append("Efficiency")
     rows = []
-    if flops:
+    if flops["per_iteration"] is not None:
         rows += [
             ("formula", str(flops["formula"])),
             ("FLOPs/iteration", _num(flops["per_iteration"], ".4e")),
@@ -105,7 +110,7 @@ def render_summary(doc: dict[str, Any]) -> str:
     lines += _rows(rows)
     if reported.get("explanation"):
         lines.append(f"  {reported['explanation']}")
-    if flops:
+    if flops["derivation"]:
         lines.append("")
         lines += ["  " + line for line in flops["derivation"].splitlines()]
 
@@ -139,7 +144,4 @@ def render_summary(doc: dict[str, Any]) -> str:
         lines.append("Verdicts")
         for verdict in doc["verdicts"]:
             lines.append(f"  [{verdict['severity']}] {verdict['code']}: {verdict['message']}")
-    if doc["warnings"]:
-        lines.append("")
-        lines.append(f"{len(doc['warnings'])} warning(s) on stderr; --json lists them too.")
     return "\n".join(lines)

@@ -32,16 +32,32 @@ def open_binary(path: Path) -> BinaryIO:
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
-    """The first `size` bytes of a file (decompressed), decoded; '' if it cannot be read.
-
-    Detection calls this, so it never raises.
-    """
+    """The first `size` bytes of a file (decompressed), decoded: as much as can be read, so
+    a truncated .gz still shows its head. '' if nothing can be read. Never raises: detection
+    calls it."""
+    blocks: list[bytes] = []
+    read = 0
     try:
         with open_binary(path) as stream:
-            data = stream.read(size)
+            while read < size:
+                block = stream.read(min(4096, size - read))  # small: keep what precedes a cut
+                if not block:
+                    break
+                blocks.append(block)
+                read += len(block)
     except (OSError, EOFError, InputError, gzip.BadGzipFile):
-        return ""
+        pass
+    data = b"".join(blocks)
     return data.decode("utf-8", errors="replace")
+
+
+def check_readable(path: Path) -> None:
+    """Raise InputError, naming the file, if its first bytes cannot be read (or decompressed)."""
+    try:
+        with open_binary(path) as stream:
+            stream.read(1)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"{path}: cannot be read ({exc}); is it a whole, valid file?") from exc
 
 
 def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[str]]]:

@@ -55,7 +55,7 @@ def build_summary(
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
-    efficiency = measure(run, facts, median, run.framework)
+    efficiency = measure(run, facts, median, analysis.time.stalls_s)
     warnings.extend(efficiency.warnings)
     tokens = (
         facts.global_batch_size * facts.shape.seq_length
@@ -83,7 +83,7 @@ def build_summary(
         "sources": [
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
-        "ignored": loaded.ignored,
+        "ignored": [dataclasses.asdict(skipped) for skipped in loaded.ignored],
         "run": _run(run, facts, efficiency, tokens),
         "iterations": {
             "logged": analysis.records,
@@ -105,7 +105,7 @@ def build_summary(
             if facts.global_batch_size and median
             else None,
         },
-        "flops": _flops(efficiency),
+        "flops": _flops(efficiency, facts.formula),
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
@@ -146,20 +146,19 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
     }
 
 
-def _flops(efficiency: Efficiency) -> dict[str, Any] | None:
+def _flops(efficiency: Efficiency, formula: str) -> dict[str, Any]:
+    """The `flops` object; every field null when the FLOPs cannot be computed."""
     result = efficiency.flops
-    if result is None:
-        return None
     flops: dict[str, Any] = {
-        "formula": result.formula,
-        "per_iteration": result.per_iteration,
-        "hardware_per_iteration": result.hardware_per_iteration,
+        "formula": result.formula if result else formula,
+        "per_iteration": result.per_iteration if result else None,
+        "hardware_per_iteration": result.hardware_per_iteration if result else None,
         "tflops_per_gpu": efficiency.tflops_per_gpu,
         "mfu": efficiency.mfu,
         "hfu": efficiency.hfu,
         "mfu_overall": efficiency.mfu_overall,
-        "derivation": result.derivation,
-        "assumptions": list(result.assumptions),
+        "derivation": result.derivation if result else None,
+        "assumptions": list(result.assumptions) if result else [],
     }
     if efficiency.mfu_vs_bf16 is not None:
         flops["mfu_vs_bf16"] = efficiency.mfu_vs_bf16

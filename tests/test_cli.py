@@ -70,10 +70,42 @@ def test_usage_error_exits_2() -> None:
 def test_directory_lists_what_it_ignores(tmp_path: Path) -> None:
     (tmp_path / "run.out").write_bytes(Path(SAMPLE).read_bytes())
     (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "launch.sh").write_text("cd /opt/Megatron-LM && torchrun pretrain_gpt.py\n")
     result = CliRunner().invoke(main, ["summary", "--json", str(tmp_path)])
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["ignored"] == [str(tmp_path / "notes.txt")]
-    assert f"ignored (no parser recognises it): {tmp_path / 'notes.txt'}" in result.stderr
+    assert json.loads(result.stdout)["ignored"] == [
+        {
+            "path": str(tmp_path / "launch.sh"),
+            "reason": f"{tmp_path / 'launch.sh'}: no Megatron iteration lines or arguments found",
+        },
+        {"path": str(tmp_path / "notes.txt"), "reason": "no parser recognises it"},
+    ]
+    assert f"ignored {tmp_path / 'notes.txt'}: no parser recognises it" in result.stderr
+
+
+def test_forced_format_on_a_directory_passes_over_what_it_cannot_read(tmp_path: Path) -> None:
+    (tmp_path / "run.out").write_bytes(Path(SAMPLE).read_bytes())
+    (tmp_path / "notes.txt").write_text("hello\n")
+    result = CliRunner().invoke(
+        main, ["summary", "-q", "--json", "--format", "megatron", str(tmp_path)]
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["iterations"]["logged"] == 20
+
+
+def test_truncated_or_fake_gzip_named_explicitly_exits_1(tmp_path: Path) -> None:
+    import gzip
+
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(gzip.compress(Path(SAMPLE).read_bytes())[:2000])
+    result = CliRunner().invoke(main, ["summary", str(cut)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {cut}: read failed after line ")
+    fake = tmp_path / "fake.gz"
+    fake.write_bytes(b"\x1f\x8bnot really gzip")
+    result = CliRunner().invoke(main, ["summary", str(fake)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {fake}: cannot be read (")
 
 
 def test_help_has_examples() -> None:

@@ -20,9 +20,8 @@ from loganalyzer.flops import (
     RECOMPUTE,
     FlopsResult,
     ShapeError,
+    achieved,
     compute_flops,
-    tflops_per_gpu,
-    utilisation,
 )
 from loganalyzer.model_shape import (
     ModelShape,
@@ -345,26 +344,22 @@ def _flops_json(
     resolution: hardware.Resolution | None,
     dtype: str,
 ) -> dict[str, object]:
-    achieved = hw = None
-    if step_time is not None and num_gpus is not None:
-        achieved = tflops_per_gpu(result.per_iteration, step_time, num_gpus)
-        hw = tflops_per_gpu(result.hardware_per_iteration, step_time, num_gpus)
-    peak_value = None if peak is None else peak["tflops_per_gpu"]
-    mfu_value = hfu_value = None
-    if achieved is not None and hw is not None and isinstance(peak_value, float):
-        mfu_value, hfu_value = utilisation(achieved, peak_value), utilisation(hw, peak_value)
+    peak_value = peak["tflops_per_gpu"] if peak is not None else None
+    bf16 = resolution.peak_tflops("bf16") if resolution is not None and dtype == "fp8" else None
+    figures = achieved(
+        result, step_time, num_gpus, peak_value if isinstance(peak_value, float) else None, bf16
+    )
     flops: dict[str, object] = {
         "formula": result.formula,
         "per_iteration": result.per_iteration,
         "hardware_per_iteration": result.hardware_per_iteration,
-        "tflops_per_gpu": achieved,
-        "mfu": mfu_value,
-        "hfu": hfu_value,
+        "tflops_per_gpu": figures.tflops_per_gpu,
+        "mfu": figures.mfu,
+        "hfu": figures.hfu,
         "mfu_overall": None,
     }
     if dtype == "fp8":
-        bf16 = None if resolution is None else resolution.peak_tflops("bf16")
-        flops["mfu_vs_bf16"] = None if achieved is None or not bf16 else achieved / bf16
+        flops["mfu_vs_bf16"] = figures.mfu_vs_bf16
     return flops
 
 
