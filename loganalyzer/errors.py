@@ -3,7 +3,6 @@
 Only the CLI turns them into messages and exit codes; everything else raises.
 """
 
-EXIT_OK = 0
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_UNRECOGNISED = 3

@@ -108,11 +108,6 @@ class Run:
         return None if found is None else found.value
 
 
-def empty_table() -> pl.DataFrame:
-    """A per-iteration table with no rows, for runs that logged none."""
-    return pl.DataFrame(schema=dict(ITERATION_SCHEMA))
-
-
 def empty_metrics() -> pl.DataFrame:
     """A long metrics table with no rows."""
     return pl.DataFrame(schema=dict(METRICS_SCHEMA))

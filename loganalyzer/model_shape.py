@@ -345,18 +345,6 @@ def shape_from_megatron_args(args: Mapping[str, str]) -> ModelShape:
     )
 
 
-def recompute_from_megatron_args(args: Mapping[str, str]) -> str:
-    """`none`, `selective` or `full` from `recompute_granularity` / `checkpoint_activations`."""
-    granularity = _arg(args, "recompute_granularity")
-    if granularity in ("full", "selective"):
-        return granularity
-    if _bool(args, "checkpoint_activations"):
-        return "full"
-    if _bool(args, "recompute_activations"):
-        return "selective"
-    return "none"
-
-
 # ---------------------------------------------------------------- Hugging Face configs
 
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}

@@ -653,9 +653,9 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
         ).provenance
         config["recompute"] = ConfigValue("none", source)
     for old, new in RENAMED_ARGUMENTS.items():
-        if old in config and new not in config:
+        if flag(old) is not None and flag(new) is None:
             config[new] = config[old]
-    if "world_size" in config:
+    if flag("world_size") is not None:
         config["num_gpus"] = config["world_size"]
 
 

@@ -67,6 +67,8 @@ RUN_OPTIONS = (
     "formula",
 )
 _POSITIVE = click.IntRange(min=1)
+# Precisions a training run computes in (int8/fp4 peaks exist, but not as training dtypes).
+TRAINING_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
 
 def _layer_freq(
@@ -83,12 +85,18 @@ def _layer_freq(
 def _model(ctx: click.Context, param: click.Parameter, value: str | None) -> ModelShape | None:
     if value is None:
         return None
+    if not Path(value).is_file():
+        try:
+            return shape_from_preset(value)
+        except (ValueError, KeyError) as exc:
+            raise click.BadParameter(str(exc), ctx, param) from exc
     try:
-        if Path(value).is_file():
-            return shape_from_hf_config(value)
-        return shape_from_preset(value)
-    except (ValueError, KeyError, OSError) as exc:
-        raise click.BadParameter(str(exc), ctx, param) from exc
+        return shape_from_hf_config(value)
+    except KeyError as exc:
+        raise click.BadParameter(f"{value} lacks {exc}, needed for the shape", ctx, param) from exc
+    except (ValueError, OSError) as exc:  # json.JSONDecodeError is a ValueError
+        message = f"{value}: not a Hugging Face config.json ({exc})"
+        raise click.BadParameter(message, ctx, param) from exc
 
 
 def _known_gpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -154,7 +162,7 @@ _OPTIONS: tuple[Callable[[F], F], ...] = (
         help="Table key (h100-sxm) or device name ('NVIDIA H100 80GB HBM3').",
     ),
     _int_option("--num-gpus", "World size (TP x PP x DP x CP)."),
-    click.option("--dtype", type=click.Choice(hardware.DTYPES), help="Training precision."),
+    click.option("--dtype", type=click.Choice(TRAINING_DTYPES), help="Training precision."),
     click.option(
         "--peak-tflops", type=click.FloatRange(min=0, min_open=True), help="Override the peak."
     ),
@@ -243,7 +251,10 @@ def mfu(
     if num_gpus is None and step_time is not None:
         num_gpus = 1
         warnings.append("--num-gpus not given: 1 GPU assumed")
-    dtype = run.get("dtype", "bf16")
+    dtype = run.get("dtype")
+    if dtype is None:
+        dtype = "bf16"
+        warnings.append("precision not given: bf16 assumed (pass --dtype)")
     resolution = _resolve_gpu(run.get("gpu"))
     if resolution is not None:
         warnings.extend(resolution.warnings)
