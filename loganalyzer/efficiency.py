@@ -128,7 +128,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     return RunFacts(
         shape=shape,
         global_batch_size=batch,
-        num_gpus=given.get("num_gpus") or _int(run.get("num_gpus")),
+        num_gpus=given.get("num_gpus") or run.get_int("num_gpus"),
         dtype=str(dtype) if dtype else None,
         recompute=str(recompute) if recompute else None,
         formula=str(given.get("formula", "megatron")),
@@ -144,7 +144,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
 def _batch(run: Run, origins: dict[str, str], warnings: list[str]) -> int | None:
     """The arguments' global batch size, unless the iteration lines mostly printed another
     (batch-size ramp-up): then the most common printed one, and a warning."""
-    argued = _int(run.get("global_batch_size"))
+    argued = run.get_int("global_batch_size")
     printed = typical_global_batch(run.table)
     if printed is not None and printed != argued:
         if argued is not None:
@@ -291,18 +291,6 @@ def _overall(
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
 
 
-def gpu_json(facts: RunFacts) -> dict[str, object] | None:
-    """The summary's `run.gpu` object."""
-    if facts.gpu is None:
-        return None
-    return {
-        "key": facts.gpu.accelerator.key,
-        "name": facts.gpu.accelerator.name,
-        "matched": facts.gpu.matched,
-        "source": facts.gpu_source,
-    }
-
-
 def _reported_ratio(
     table: pl.DataFrame, flops: FlopsResult | None, num_gpus: int | None
 ) -> float | None:
@@ -320,7 +308,3 @@ def _reported_ratio(
 def _median(values: pl.Series) -> float | None:
     found = values.drop_nulls().median()
     return float(found) if isinstance(found, (int, float)) else None
-
-
-def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None

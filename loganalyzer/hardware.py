@@ -185,6 +185,17 @@ def unknown_message(name: str) -> str:
     return f"unknown hardware {name!r}{hint} (see `loganalyzer hardware`; or pass --peak-tflops)"
 
 
+def resolution_json(resolution: Resolution, source: str | None) -> dict[str, object]:
+    """The `gpu` object of the summary and mfu documents: which entry, matched how, from where."""
+    return {
+        "key": resolution.accelerator.key,
+        "name": resolution.accelerator.name,
+        "matched": resolution.matched,
+        "scale": resolution.scale,
+        "source": source,
+    }
+
+
 def peak_json(
     resolution: Resolution | None, dtype: str, override: float | None = None
 ) -> dict[str, object] | None:

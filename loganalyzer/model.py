@@ -107,6 +107,11 @@ class Run:
         found = self.config.get(name)
         return None if found is None else found.value
 
+    def get_int(self, name: str) -> int | None:
+        """The config value `name` when it is a whole number (not a flag), else None."""
+        value = self.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 def empty_metrics() -> pl.DataFrame:
     """A long metrics table with no rows."""

@@ -13,7 +13,8 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.verdicts import MfuInputs, judge
-from loganalyzer.efficiency import Efficiency, RunFacts, gpu_json, measure, resolve_facts
+from loganalyzer.efficiency import Efficiency, RunFacts, measure, resolve_facts
+from loganalyzer.hardware import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import Run
 
@@ -133,14 +134,14 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
     model["params"] = efficiency.params
     return {
         "framework": run.framework,
-        "gpu": gpu_json(facts),
+        "gpu": resolution_json(facts.gpu, facts.gpu_source) if facts.gpu else None,
         "num_gpus": facts.num_gpus,
         "dtype": facts.dtype,
         "global_batch_size": facts.global_batch_size,
         "seq_length": shape.seq_length,
         "tokens_per_iteration": tokens,
         "model": model,
-        "parallelism": {name: _int(run.get(key)) for name, key in PARALLELISM_KEYS.items()},
+        "parallelism": {name: run.get_int(key) for name, key in PARALLELISM_KEYS.items()},
         "recompute": facts.recompute,
         "provenance": facts.origins,
     }
@@ -201,7 +202,3 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
-
-
-def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None

@@ -466,20 +466,34 @@ def _fields(records: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _timers(pieces: pl.DataFrame) -> pl.DataFrame:
-    text = pl.col("text")
-    one_line = (
-        pieces.filter(text.str.contains(r"time \(ms\) \|"))
-        .with_columns(field=text.str.replace(r"^.*?time \(ms\) \|", "").str.split("|"))
+def _key_values(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
+    """One metric row per `key: value` of `fields` (a '|'-separated text): `name` builds the
+    metric's name from the key (`pl.col("key")`). Keeps line, launch, rank and `after`."""
+    return (
+        frame.with_columns(field=fields.str.split("|"))
         .explode("field")
         .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
+        .with_columns(key=pl.col("m").struct.field("1"))
         .select(
             "line",
             "launch",
             "rank",
-            name=pl.lit("timer/") + pl.col("m").struct.field("1"),
+            "after",
+            name=name,
             value=to_number(pl.col("m").struct.field("2")),
         )
+        .drop_nulls(["name", "value"])
+    )
+
+
+def _timers(pieces: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    one_line = _key_values(
+        pieces.filter(text.str.contains(r"time \(ms\) \|")).with_columns(
+            after=pl.lit(None, dtype=pl.Int64)
+        ),
+        text.str.replace(r"^.*?time \(ms\) \|", ""),
+        pl.lit("timer/") + pl.col("key"),
     )
     minmax = pieces.with_columns(m=text.str.extract_groups(TIMER_MINMAX)).filter(
         pl.col("m").struct.field("1").is_not_null()
@@ -509,36 +523,26 @@ def _timers(pieces: pl.DataFrame) -> pl.DataFrame:
             value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
         )
     )
-    return (
-        pl.concat([one_line, mins, maxs, max_only])
+    blocks = (
+        pl.concat([mins, maxs, max_only])
         .drop_nulls(["name", "value"])
         .with_columns(after=pl.lit(None, dtype=pl.Int64))
     )
+    return pl.concat([one_line, blocks], how="diagonal")
 
 
 def _memory(pieces: pl.DataFrame) -> pl.DataFrame:
-    text = pl.col("text")
-    return (
-        pieces.with_columns(m=text.str.extract_groups(MEMORY))
-        .filter(pl.col("m").struct.field("2").is_not_null())
-        .with_columns(
+    """`[Rank N] (after K iterations) memory (MB) | allocated: v | ...` → memory/<key>_mb."""
+    found = pieces.with_columns(m=pl.col("text").str.extract_groups(MEMORY)).filter(
+        pl.col("m").struct.field("2").is_not_null()
+    )
+    return _key_values(
+        found.with_columns(
             rank=pl.coalesce(pl.col("m").struct.field("1").cast(pl.Int32), pl.col("rank")),
             after=pl.col("m").struct.field("2").cast(pl.Int64),
-            field=pl.col("m").struct.field("3").str.split("|"),
-        )
-        .explode("field")
-        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
-        .select(
-            "line",
-            "launch",
-            "rank",
-            "after",
-            name=pl.lit("memory/")
-            + pl.col("m").struct.field("1").str.replace_all(" ", "_")
-            + pl.lit("_mb"),
-            value=to_number(pl.col("m").struct.field("2")),
-        )
-        .drop_nulls(["name", "value"])
+        ),
+        pl.col("m").struct.field("3"),
+        pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb"),
     )
 
 
@@ -559,24 +563,13 @@ def _checkpoints(pieces: pl.DataFrame) -> pl.DataFrame:
 
 def _validation(pieces: pl.DataFrame) -> pl.DataFrame:
     """`validation loss at iteration N | lm loss value: v | lm loss PPL: v |` → validation/<key>."""
-    return (
-        pieces.with_columns(m=pl.col("text").str.extract_groups(VALIDATION))
-        .filter(pl.col("m").struct.field("1").is_not_null())
-        .with_columns(
-            after=pl.col("m").struct.field("1").cast(pl.Int64),
-            field=pl.col("m").struct.field("2").str.split("|"),
-        )
-        .explode("field")
-        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
-        .select(
-            "line",
-            "launch",
-            "rank",
-            "after",
-            name=pl.lit("validation/") + pl.col("m").struct.field("1"),
-            value=to_number(pl.col("m").struct.field("2")),
-        )
-        .drop_nulls(["name", "value"])
+    found = pieces.with_columns(m=pl.col("text").str.extract_groups(VALIDATION)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+    return _key_values(
+        found.with_columns(after=pl.col("m").struct.field("1").cast(pl.Int64)),
+        pl.col("m").struct.field("2"),
+        pl.lit("validation/") + pl.col("key"),
     )
 
 

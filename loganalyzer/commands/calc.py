@@ -272,7 +272,7 @@ def mfu(
         "step_time_s": step_time,
         "tokens_per_second": tokens_per_second,
         "num_gpus": num_gpus,
-        "gpu": None if resolution is None else _gpu_json(resolution),
+        "gpu": None if resolution is None else hardware.resolution_json(resolution, "flag"),
         "dtype": dtype,
         "recompute": run.get("recompute", "none"),
         "lora": bool(run.get("lora")),
@@ -335,16 +335,6 @@ def _resolve_gpu(name: str | None) -> hardware.Resolution | None:
 
 def _shape_dict(shape: ModelShape) -> list[tuple[str, Any]]:
     return [(f.name, getattr(shape, f.name)) for f in dataclasses.fields(shape)]
-
-
-def _gpu_json(resolution: hardware.Resolution) -> dict[str, object]:
-    return {
-        "key": resolution.accelerator.key,
-        "name": resolution.accelerator.name,
-        "matched": resolution.matched,
-        "scale": resolution.scale,
-        "source": "flag",
-    }
 
 
 def _flops_json(
