@@ -107,13 +107,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     `origins` says where each fact came from (a log's file and line, or "flag").
     """
     warnings: list[str] = []
-    try:
-        from_log = shape_from_megatron_args({k: str(v.value) for k, v in run.config.items()})
-    except ArgumentError as exc:
-        where = run.config[exc.name].provenance
-        warnings.append(f"{where}: {exc}; the model shape in the log is not used")
-        from_log = ModelShape()
-    shape = shape_from_options(options, from_log)
+    shape = shape_from_options(options, _shape_from_log(run, warnings))
     given = options["run"]
     origins = {
         key: str(value.provenance)
@@ -139,6 +133,18 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         origins=origins,
         warnings=tuple(warnings),
     )
+
+
+def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:
+    """The model shape the run's arguments give; an argument that is not a number is left
+    out, with a warning naming its line."""
+    args = {k: str(v.value) for k, v in run.config.items()}
+    while True:
+        try:
+            return shape_from_megatron_args(args)
+        except ArgumentError as exc:
+            warnings.append(f"{run.config[exc.name].provenance}: {exc}; it is not used")
+            del args[exc.name]
 
 
 def _batch(run: Run, origins: dict[str, str], warnings: list[str]) -> int | None:

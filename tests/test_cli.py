@@ -133,3 +133,10 @@ def test_real_subprocess_never_shows_a_traceback(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(ok.stdout)["iterations"]["logged"] == 20
+
+
+def test_quiet_summary_writes_nothing_to_stderr() -> None:
+    result = CliRunner().invoke(main, ["summary", "-q", SAMPLE, "--gpu", "v100-sxm2"])
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    assert "warning" not in result.stdout

@@ -65,10 +65,16 @@ def _argument(text: str, name: str) -> int | None:
     return int(found[1]) if found else None
 
 
-BIGSCIENCE = sorted(
-    str(p.relative_to(p.parents[1]))
-    for p in (FIXTURES.parent.parent / "shared/logs/bigscience").glob("gpt2-meg*/*.out")
-)
+BIGSCIENCE = [
+    "gpt2-meg-ds-3d-old/meg_ds_3d_gpt2_perf_n16.out",
+    "gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-off.out",
+    "gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-on.out",
+    "gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out",
+    "gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16_nbs48_ms48.out",
+    "gpt2-meg/meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out",
+    "gpt2-meg/meg_gpt2_perf_n16-1999618.out",
+    "gpt2-meg/meg_gpt2_perf_n16.out",
+]
 
 
 @pytest.mark.parametrize("name", BIGSCIENCE)
@@ -140,3 +146,48 @@ def test_fail_under_mfu_gate_exits_4() -> None:
     assert ok.exit_code == 0
     unknown = CliRunner().invoke(main, ["summary", "-q", path, "--fail-under-mfu", "0.1"])
     assert unknown.exit_code == 4
+
+
+def test_malformed_argument_is_a_warning_naming_its_line(tmp_path: Path) -> None:
+    text = (FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out").read_text()
+    broken = tmp_path / "run.log"
+    broken.write_text(
+        text.replace(
+            "  num_layers ...................................... 48",
+            "  num_layers ...................................... abc",
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["summary", "--json", "-q", str(broken), "--gpu", "v100-sxm2"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert any(
+        w.startswith(f"{broken}:") and "argument num_layers = 'abc' is not a number" in w
+        for w in doc["warnings"]
+    )
+    assert doc["flops"]["per_iteration"] is None
+    with_flag = summary(str(broken), "--gpu", "v100-sxm2", "--num-layers", "48")
+    assert with_flag["flops"]["per_iteration"] == pytest.approx(7.449148e14, rel=1e-6)  # type: ignore[index]
+
+
+def test_a_shape_megatron_would_refuse_gives_no_flops_and_says_why() -> None:
+    doc = summary(
+        str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"),
+        *("--gpu", "v100-sxm2", "--num-query-groups", "5"),
+    )
+    assert doc["flops"]["per_iteration"] is None  # type: ignore[index]
+    expected = "FLOPs unknown: num_attention_heads 32 is not a multiple of num_query_groups 5"
+    assert expected in doc["warnings"]  # type: ignore[operator]
+
+
+def test_warmup_past_the_end_leaves_steady_figures_null_with_a_warning() -> None:
+    doc = summary(
+        str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"),
+        *("--gpu", "v100-sxm2", "--warmup", "100000"),
+    )
+    flops = doc["flops"]
+    assert isinstance(flops, dict)
+    assert flops["mfu"] is None and flops["tflops_per_gpu"] is None
+    assert flops["mfu_overall"] == pytest.approx(0.109, abs=0.001)  # all logged time still counts
+    assert any(w.startswith("no steady-state record") for w in doc["warnings"])  # type: ignore[union-attr]

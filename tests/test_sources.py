@@ -28,10 +28,13 @@ def test_gzip_is_read_transparently_whatever_its_name(tmp_path: Path) -> None:
 def test_line_numbers_are_exact_across_chunk_boundaries(tmp_path: Path, chunk: int) -> None:
     path = tmp_path / "x.log"
     path.write_bytes(b"a\r\n\nb\rc\n\xff\xfe bad utf8\nlast without newline")
-    lines = [line for _, chunk_lines in iter_line_chunks(path, chunk) for line in chunk_lines]
-    firsts = [first for first, _ in iter_line_chunks(path, chunk)]
+    chunks = list(iter_line_chunks(path, chunk))
+    lines = [line for _, chunk_lines in chunks for line in chunk_lines]
     assert lines == ["a", "", "b\rc", "\ufffd\ufffd bad utf8", "last without newline"]
-    assert firsts[0] == 1
+    expected_first = 1
+    for first, chunk_lines in chunks:  # each chunk starts where the one before ended
+        assert first == expected_first
+        expected_first += len(chunk_lines)
 
 
 def test_truncated_gzip_is_a_one_line_input_error(tmp_path: Path) -> None:
