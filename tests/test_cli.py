@@ -139,4 +139,4 @@ def test_quiet_summary_writes_nothing_to_stderr() -> None:
     result = CliRunner().invoke(main, ["summary", "-q", SAMPLE, "--gpu", "v100-sxm2"])
     assert result.exit_code == 0
     assert result.stderr == ""
-    assert "warning" not in result.stdout
+    assert "warning(s) on stderr" not in result.stdout
