@@ -25,42 +25,12 @@ from loganalyzer.flops import (
     tflops_per_gpu,
     utilisation,
 )
-from loganalyzer.model import Run
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, Run
 from loganalyzer.model_shape import (
     ArgumentError,
     ModelShape,
     count_parameters,
     shape_from_megatron_args,
-)
-
-# The facts a summary rests on; `RunFacts.origins` says where each came from.
-FACT_KEYS = frozenset(
-    {
-        "num_layers",
-        "hidden_size",
-        "ffn_hidden_size",
-        "num_attention_heads",
-        "num_query_groups",
-        "kv_channels",
-        "seq_length",
-        "padded_vocab_size",
-        "swiglu",
-        "num_experts",
-        "moe_router_topk",
-        "moe_ffn_hidden_size",
-        "global_batch_size",
-        "micro_batch_size",
-        "num_gpus",
-        "world_size",
-        "tensor_model_parallel_size",
-        "pipeline_model_parallel_size",
-        "data_parallel_size",
-        "context_parallel_size",
-        "expert_model_parallel_size",
-        "dtype",
-        "recompute",
-        "gpu_name",
-    }
 )
 
 
@@ -112,7 +82,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     origins = {
         key: str(value.provenance)
         for key, value in sorted(run.config.items())
-        if key in FACT_KEYS and value.value is not None
+        if key in (*MODEL_FACTS, *RUN_FACTS) and value.value is not None
     }
     origins.update({key: "flag" for key in [*options["shape"], *given]})
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)

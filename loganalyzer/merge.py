@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from loganalyzer.model import ConfigValue, Run
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
 
 # A record is the same record when all of these agree (copies printed by several ranks).
 RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
@@ -56,7 +56,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
         for key, value in run.config.items():
             if key not in config:
                 config[key] = value
-            elif config[key].value != value.value and key in _WATCHED_KEYS:
+            elif config[key].value != value.value and key in (*MODEL_FACTS, *RUN_FACTS):
                 warnings.append(
                     f"{value.provenance}: {key} = {value.value} differs from "
                     f"{config[key].value} ({config[key].provenance}); the first is used"
@@ -70,21 +70,3 @@ def merge_runs(runs: Sequence[Run]) -> Run:
         sources=[source for run in ordered for source in run.sources],
         warnings=warnings,
     )
-
-
-# Differences in these between files are worth a warning; others (paths, seeds) are not.
-_WATCHED_KEYS = {
-    "num_layers",
-    "hidden_size",
-    "ffn_hidden_size",
-    "num_attention_heads",
-    "num_query_groups",
-    "seq_length",
-    "global_batch_size",
-    "micro_batch_size",
-    "world_size",
-    "tensor_model_parallel_size",
-    "pipeline_model_parallel_size",
-    "dtype",
-    "recompute",
-}

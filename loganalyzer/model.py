@@ -53,6 +53,40 @@ METRICS_SCHEMA: Mapping[str, pl.DataType] = {
     "line": pl.Int64(),
 }
 
+# The facts, named like Megatron-LM arguments, that FLOPs and the summary rest on: the model's
+# shape, and the run's batch, parallelism and precision.
+MODEL_FACTS = (
+    "num_layers",
+    "hidden_size",
+    "ffn_hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "kv_channels",
+    "seq_length",
+    "padded_vocab_size",
+    "swiglu",
+    "num_experts",
+    "moe_router_topk",
+    "moe_ffn_hidden_size",
+)
+PARALLELISM_FACTS = {
+    "tensor": "tensor_model_parallel_size",
+    "pipeline": "pipeline_model_parallel_size",
+    "data": "data_parallel_size",
+    "context": "context_parallel_size",
+    "expert": "expert_model_parallel_size",
+}
+RUN_FACTS = (
+    "global_batch_size",
+    "micro_batch_size",
+    "num_gpus",
+    "world_size",
+    *PARALLELISM_FACTS.values(),
+    "dtype",
+    "recompute",
+    "gpu_name",
+)
+
 ProvenanceKind = Literal["log", "flag", "preset", "config", "wandb", "tensorboard", "derived"]
 
 

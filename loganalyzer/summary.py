@@ -16,29 +16,9 @@ from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.efficiency import Efficiency, RunFacts, measure, resolve_facts
 from loganalyzer.hardware import resolution_json
 from loganalyzer.load import Loaded
-from loganalyzer.model import Run
+from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 
 SCHEMA = "loganalyzer.summary/1"
-
-MODEL_KEYS = (
-    "num_layers",
-    "hidden_size",
-    "ffn_hidden_size",
-    "num_attention_heads",
-    "num_query_groups",
-    "kv_channels",
-    "padded_vocab_size",
-    "swiglu",
-    "num_experts",
-    "moe_router_topk",
-)
-PARALLELISM_KEYS = {
-    "tensor": "tensor_model_parallel_size",
-    "pipeline": "pipeline_model_parallel_size",
-    "data": "data_parallel_size",
-    "context": "context_parallel_size",
-    "expert": "expert_model_parallel_size",
-}
 
 
 def build_summary(
@@ -129,7 +109,7 @@ def build_summary(
 
 def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:
     shape = facts.shape
-    model: dict[str, Any] = {key: getattr(shape, key, None) for key in MODEL_KEYS}
+    model: dict[str, Any] = {key: getattr(shape, key) for key in MODEL_FACTS if key != "seq_length"}
     model["padded_vocab_size"] = shape.vocab
     model["params"] = efficiency.params
     return {
@@ -141,7 +121,7 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
         "seq_length": shape.seq_length,
         "tokens_per_iteration": tokens,
         "model": model,
-        "parallelism": {name: run.get_int(key) for name, key in PARALLELISM_KEYS.items()},
+        "parallelism": {name: run.get_int(key) for name, key in PARALLELISM_FACTS.items()},
         "recompute": facts.recompute,
         "provenance": facts.origins,
     }
