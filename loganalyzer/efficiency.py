@@ -231,7 +231,30 @@ def _flops(facts: RunFacts, recompute: str, warnings: list[str]) -> FlopsResult 
         warnings.append(f"FLOPs unknown: {exc}")
         return None
     warnings.extend(f"assumption: {a}" for a in result.assumptions)
+    warnings.extend(_defaults_used(facts))
     return result
+
+
+def _defaults_used(facts: RunFacts) -> list[str]:
+    """The model facts nobody stated that the FLOPs took Megatron-LM's defaults for."""
+    if "model" in facts.origins:  # a preset or config.json states them all
+        return []
+    stated = facts.origins
+    shape = facts.shape
+    found = []
+    if "swiglu" not in stated:
+        found.append("assumption: plain (not gated) MLP, as no swiglu was stated (--swiglu)")
+    if "ffn_hidden_size" not in stated and shape.hidden_size:
+        found.append(
+            f"assumption: ffn_hidden_size = 4 × hidden_size = {4 * shape.hidden_size}"
+            " (Megatron's default; --ffn-hidden-size)"
+        )
+    if shape.num_experts and "moe_router_topk" not in stated:
+        found.append(
+            f"assumption: top-{shape.moe_router_topk} routing (Megatron's default;"
+            " --moe-router-topk)"
+        )
+    return found
 
 
 def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
@@ -259,7 +282,7 @@ def _overall(
     peak: float | None,
 ) -> float | None:
     """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
-    timed = table.filter(pl.col("step_time_s").is_not_null())
+    timed = table.filter(pl.col("step_time_s").is_finite() & (pl.col("step_time_s") > 0))
     iterations = int(timed["interval"].sum())
     seconds = float((timed["step_time_s"] * timed["interval"]).sum()) + stalls_s
     if not num_gpus or not seconds or not peak:

@@ -55,9 +55,11 @@ def check_readable(path: Path) -> None:
     """Raise InputError, naming the file, if its first bytes cannot be read (or decompressed)."""
     try:
         with open_binary(path) as stream:
-            stream.read(1)
+            empty = stream.read(1) == b""
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"{path}: cannot be read ({exc}); is it a whole, valid file?") from exc
+    if empty:
+        raise InputError(f"{path}: the file is empty")
 
 
 def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[str]]]:

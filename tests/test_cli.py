@@ -140,3 +140,26 @@ def test_quiet_summary_writes_nothing_to_stderr() -> None:
     assert result.exit_code == 0
     assert result.stderr == ""
     assert "warning(s) on stderr" not in result.stdout
+
+
+def test_empty_file_exits_1(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    result = CliRunner().invoke(main, ["summary", str(empty)])
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {empty}: the file is empty\n"
+
+
+def test_broken_timers_printing_nan_or_inf_are_not_analysed(tmp_path: Path) -> None:
+    line = " iteration {:8d}/     100 | elapsed time per iteration (ms): {} | lm loss: {} |"
+    times = ["100.0", "nan", "101.0", "inf", "99.0", "100.5"]
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(line.format(i, t, "nan") for i, t in enumerate(times, 1)) + "\n")
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(log)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["iterations"]["logged"] == 6
+    assert doc["step_time_s"]["max"] == 0.101
+    assert doc["slow_steps"] == []
+    text = CliRunner().invoke(main, ["summary", "-q", str(log)])
+    assert text.exit_code == 0

@@ -1,6 +1,7 @@
 """The working view of the per-iteration table that every analysis step shares.
 
-Only records with a positive step time carry timing, so only they are analysed. `first` is the
+Only records with a positive, finite step time carry timing, so only they are analysed (a
+log can print `nan` or `inf` where a timer broke). `first` is the
 first iteration a record covers.
 """
 
@@ -19,4 +20,4 @@ def timed_records(table: pl.DataFrame) -> pl.DataFrame:
         (pl.col("iteration") - interval + 1).alias("first"),
         pl.col("step_time_s").alias("step"),
         "timestamp",
-    ).filter(pl.col("step") > 0)
+    ).filter(pl.col("step").is_finite() & (pl.col("step") > 0))
