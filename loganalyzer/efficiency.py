@@ -236,7 +236,8 @@ def _flops(facts: RunFacts, recompute: str, warnings: list[str]) -> FlopsResult 
 
 
 def _defaults_used(facts: RunFacts) -> list[str]:
-    """The model facts nobody stated that the FLOPs took Megatron-LM's defaults for."""
+    """The model facts nobody stated that the FLOPs took Megatron-LM's defaults for (the FLOPs
+    engine itself notes the FFN size and vocabulary padding it assumed)."""
     if "model" in facts.origins:  # a preset or config.json states them all
         return []
     stated = facts.origins
@@ -244,11 +245,6 @@ def _defaults_used(facts: RunFacts) -> list[str]:
     found = []
     if "swiglu" not in stated:
         found.append("assumption: plain (not gated) MLP, as no swiglu was stated (--swiglu)")
-    if "ffn_hidden_size" not in stated and shape.hidden_size:
-        found.append(
-            f"assumption: ffn_hidden_size = 4 × hidden_size = {4 * shape.hidden_size}"
-            " (Megatron's default; --ffn-hidden-size)"
-        )
     if shape.num_experts and "moe_router_topk" not in stated:
         found.append(
             f"assumption: top-{shape.moe_router_topk} routing (Megatron's default;"
