@@ -221,3 +221,12 @@ def test_straggler_rank_and_severity_order() -> None:
 
 def test_clean_run_without_mfu_has_no_verdict() -> None:
     assert verdicts_for(NO_MFU, synthetic_run(2000).table) == []
+
+
+def test_below_references_of_a_very_different_size_is_only_information() -> None:
+    """A 30M-parameter model under published 7B+ runs: worth knowing, not a warning."""
+    (verdict,) = verdicts_for(mfu_inputs(0.02, params=3e7))
+    assert (verdict.severity, verdict.code) == ("info", "MFU_BELOW_REFERENCE")
+    assert "bf16 on H100 (none within 5x of this model's size)" in verdict.message
+    (sized,) = verdicts_for(mfu_inputs(0.02, params=7e9))
+    assert sized.severity == "critical"

@@ -160,8 +160,13 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
         message = f"no published run of {label} to compare MFU {mfu:.2f} against"
         return [Verdict("info", "MFU_NO_REFERENCE", message)]
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
+    # Published runs of a very different size say little about this one: below them is
+    # then worth knowing, not a warning.
+    size_unlike = inputs.params is not None and not sized
     if sized:
         peers, label = sized, f"{label} of similar size"
+    elif size_unlike:
+        label = f"{label} (none within {SIZE_FACTOR:g}x of this model's size)"
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
     low, high = peers[-1].mfu, peers[0].mfu
     listed = "; ".join(_describe(ref) for ref in peers[:_LISTED])
@@ -173,6 +178,8 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
         relation = "above what" if above else "within what"
         return [Verdict("info", code, f"MFU {mfu:.2f} is {relation} {where}")]
     severity: Severity = "critical" if mfu < CRITICAL_SHARE_OF_REFERENCE * low else "warning"
+    if size_unlike:
+        severity = "info"
     return [Verdict(severity, "MFU_BELOW_REFERENCE", f"MFU {mfu:.2f} is below what {where}")]
 
 
