@@ -36,6 +36,8 @@ LOST_SHARE_WARNING = 0.05
 RANK_SPREAD_WARNING = 1.25
 # Published runs within this factor of the run's parameter count count as similar in size.
 SIZE_FACTOR = 5.0
+# Beyond this factor from every published run, a shortfall is information, not a warning.
+UNLIKE_SIZE_FACTOR = 10.0
 # MFU below this share of the reference band's bottom is critical, not just a warning.
 CRITICAL_SHARE_OF_REFERENCE = 0.5
 _LISTED = 3
@@ -162,11 +164,13 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
     # Published runs of a very different size say little about this one: below them is
     # then worth knowing, not a warning.
-    size_unlike = inputs.params is not None and not sized
+    size_unlike = inputs.params is not None and not any(
+        _similar_size(ref, inputs.params, UNLIKE_SIZE_FACTOR) for ref in peers
+    )
     if sized:
         peers, label = sized, f"{label} of similar size"
     elif size_unlike:
-        label = f"{label} (none within {SIZE_FACTOR:g}x of this model's size)"
+        label = f"{label} (none within {UNLIKE_SIZE_FACTOR:g}x of this model's size)"
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
     low, high = peers[-1].mfu, peers[0].mfu
     listed = "; ".join(_describe(ref) for ref in peers[:_LISTED])
@@ -183,11 +187,11 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     return [Verdict(severity, "MFU_BELOW_REFERENCE", f"MFU {mfu:.2f} is below what {where}")]
 
 
-def _similar_size(ref: ReferenceRun, params: float | None) -> bool:
+def _similar_size(ref: ReferenceRun, params: float | None, factor: float = SIZE_FACTOR) -> bool:
     if params is None or ref.params_b is None:
         return False
     ratio = params / (ref.params_b * 1e9)
-    return 1 / SIZE_FACTOR <= ratio <= SIZE_FACTOR
+    return 1 / factor <= ratio <= factor
 
 
 def _describe(ref: ReferenceRun) -> str:
