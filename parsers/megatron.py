@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,16 +138,15 @@ class MegatronParser:
         return max((score for marker, score in DETECT_MARKERS if marker.search(head)), default=0.0)
 
     def parse(self, path: Path) -> Run:
-        chunks = []
-        longs = []
+        chunks: list[_Chunk] = []
+        longs: list[pl.DataFrame] = []
         last = _NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
-        for frame in _stateful_frames(path):
-            chunk = _scan_chunk(frame, last)
-            last = chunk.last_anchor
-            longs.append(_long_part(chunk.long, previous_keys, str(path)))
-            previous_keys = chunk.long.get_column("copy_key")
-            chunks.append(dataclasses.replace(chunk, long=_NO_LONG))
+        for chunk in _scanned(path):
+            long, last = _placed(chunk, last)
+            longs.append(_long_part(long, previous_keys, str(path)))
+            previous_keys = long.get_column("copy_key")
+            chunks.append(dataclasses.replace(chunk, extras=_NOTHING, metrics=_NOTHING))
         facts = pl.concat([c.facts for c in chunks]).unique(
             ["key", "value"], keep="first", maintain_order=True
         )
@@ -178,17 +179,20 @@ class _Chunk:
     """What one chunk of lines yielded, before the file-level assembly."""
 
     records: pl.DataFrame  # one row per iteration line (copies not yet removed)
-    long: pl.DataFrame  # extra iteration-line fields, timers, memory, events; with copy_key
+    extras: pl.DataFrame  # iteration-line fields without a column, with their iteration
+    metrics: pl.DataFrame  # timers, memory, events: not yet tied to their iteration
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
     naive_stamps: bool  # some timestamps carry no time zone
-    last_anchor: pl.DataFrame  # the last iteration line, for the next chunk's timers
 
 
 # An iteration line's position, the anchor of the timer and memory lines below it.
 _ANCHOR_SCHEMA = {"anchor_line": pl.Int64, "launch": pl.Int32, "iteration": pl.Int64}
 _NO_ANCHOR = pl.DataFrame(schema=_ANCHOR_SCHEMA)
-_NO_LONG = pl.DataFrame()
+_NOTHING = pl.DataFrame()
+# Chunks scanned at once: polars releases the GIL, so two use both cores of a small machine;
+# more would only hold more chunks in memory.
+_IN_FLIGHT = 2
 
 
 # Literal markers of the lines this parser reads; everything else is skipped unparsed.
@@ -239,7 +243,34 @@ def _stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         )
 
 
-def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
+def _scanned(path: Path) -> Iterator[_Chunk]:
+    """The file's chunks scanned, in order, `_IN_FLIGHT` at a time on a thread pool."""
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as pool:
+        pending: deque[Future[_Chunk]] = deque()
+        for frame in _stateful_frames(path):
+            pending.append(pool.submit(_scan_chunk, frame))
+            if len(pending) >= _IN_FLIGHT:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _placed(chunk: _Chunk, last_anchor: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The chunk's long-table rows, each tied to its iteration, in line order; and the anchor
+    (last iteration line) the next chunk's first timer lines belong to."""
+    anchors = pl.concat(
+        [
+            last_anchor,
+            chunk.records.select(
+                anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
+            ),
+        ]
+    )
+    long = pl.concat([chunk.extras, _anchored(chunk.metrics, anchors)])
+    return long.sort("line", maintain_order=True), anchors.tail(1)
+
+
+def _scan_chunk(frame: pl.DataFrame) -> _Chunk:
     args = (
         frame.filter(pl.col("in_args"))
         .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
@@ -288,22 +319,13 @@ def _scan_chunk(frame: pl.DataFrame, last_anchor: pl.DataFrame) -> _Chunk:
         ],
         how="diagonal_relaxed",
     )
-    anchors = pl.concat(
-        [
-            last_anchor,
-            records.select(
-                anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
-            ),
-        ]
-    )
     return _Chunk(
         records=records.drop("rest", "naive_stamp").join(wide, on=["line", "piece"], how="left"),
-        # in line order, so the chunks' concatenation is too
-        long=pl.concat([extras, _anchored(metrics, anchors)]).sort("line", maintain_order=True),
+        extras=extras,
+        metrics=metrics,
         facts=facts,
         keys=frozenset(fields["key"].unique().to_list()),
         naive_stamps=bool(records["naive_stamp"].any()),
-        last_anchor=anchors.tail(1),
     )
 
 
