@@ -195,9 +195,7 @@ def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: fl
             run.framework, ratio, recompute, facts.shape, facts.global_batch_size
         )
         if facts.global_batch_size:
-            expected = expected_reported_ratio(
-                run.framework, facts.shape, facts.global_batch_size, recompute
-            )
+            expected = _expected_ratio(run.framework, facts, recompute, ratio)
     return Efficiency(
         flops=flops,
         tflops_per_gpu=figures.tflops_per_gpu if figures else None,
@@ -284,6 +282,25 @@ def _overall(
     if not num_gpus or not seconds or not peak:
         return None
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
+
+
+# Counts a framework's printed TFLOPS may have used: its versions disagree, and a log
+# rarely says which version printed it.
+_COUNTS_BY_FRAMEWORK = {"megatron-lm": ("megatron-lm", "megatron-lm-0.11")}
+
+
+def _expected_ratio(
+    framework: str, facts: RunFacts, recompute: str, observed: float
+) -> float | None:
+    """The recomputed/reported ratio the framework's own count predicts; of the counts its
+    versions used, the one closest to what was observed."""
+    batch = facts.global_batch_size or 0
+    predicted = [
+        expected_reported_ratio(count, facts.shape, batch, recompute)
+        for count in _COUNTS_BY_FRAMEWORK.get(framework, (framework,))
+    ]
+    known = [p for p in predicted if p is not None]
+    return min(known, key=lambda p: abs(p - observed)) if known else None
 
 
 def _reported_ratio(

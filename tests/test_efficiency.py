@@ -191,3 +191,25 @@ def test_warmup_past_the_end_leaves_steady_figures_null_with_a_warning() -> None
     assert flops["mfu"] is None and flops["tflops_per_gpu"] is None
     assert flops["mfu_overall"] == pytest.approx(0.109, abs=0.001)  # all logged time still counts
     assert any(w.startswith("no steady-state record") for w in doc["warnings"])  # type: ignore[union-attr]
+
+
+def test_throughput_printed_by_megatron_core_up_to_0_11_is_explained(tmp_path: Path) -> None:
+    """Core 0.5-0.11 printed `throughput per GPU` without halving causal attention: the
+    llama3_8b oracle's pre-causal count, printed as those versions did, is no mismatch."""
+    old_flops = 6.072603e16  # flops-oracles.csv, llama3_8b, megatron_core_v0_11_pre_causal
+    source = (FIXTURES / "megatron" / "core_0_12_llama3_8b_throughput.log").read_text()
+
+    printed = r"\(ms\): ([\d.]+) \| throughput per GPU \(TFLOP/s/GPU\): [\d.]+"
+
+    def reprint(match: re.Match[str]) -> str:
+        tflops = old_flops / (float(match[1]) / 1000 * 64 * 1e12)
+        return f"(ms): {match[1]} | throughput per GPU (TFLOP/s/GPU): {tflops:.1f}"
+
+    log = tmp_path / "core_0_8.log"
+    log.write_text(re.sub(printed, reprint, source))
+    doc = summary(str(log), "--gpu", "h100-sxm")
+    reported = doc["reported"]
+    assert isinstance(reported, dict)
+    assert reported["recomputed_over_reported"] == pytest.approx(5.397063 / 6.072603, rel=1e-3)
+    assert "expected ratio 0.889" in reported["explanation"]
+    assert "REPORTED_TFLOPS_MISMATCH" not in [v["code"] for v in doc["verdicts"]]  # type: ignore[union-attr]
