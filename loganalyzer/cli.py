@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -18,6 +19,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
 from loganalyzer.render_text import render_summary
+from loganalyzer.sources import READ_PROGRESS
 from loganalyzer.summary import build_summary
 
 
@@ -66,6 +68,24 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 def _progress(message: str) -> None:
     click.echo(message, err=True)
+
+
+class _ReadProgress:
+    """Reports reading a large file on stderr, every tenth of it or every 256 MB, whichever is
+    more (every 256 MB of a .gz, whose size decompressed is unknown)."""
+
+    STEP_BYTES = 256 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.shown: dict[Path, int] = {}
+
+    def __call__(self, path: Path, done: int, total: int | None) -> None:
+        step = max(total // 10, self.STEP_BYTES) if total else self.STEP_BYTES
+        if done // step <= self.shown.get(path, 0):
+            return
+        self.shown[path] = done // step
+        share = f" ({done * 100 // total} %)" if total else ""
+        click.echo(f"  {path}: {done >> 20} MB read{share}", err=True)
 
 
 main.add_command(mfu)
@@ -123,7 +143,13 @@ def summary(
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    loaded = load_run(list(sources), registry, forced_format, progress=None if quiet else _progress)
+    token = READ_PROGRESS.set(None if quiet else _ReadProgress())
+    try:
+        loaded = load_run(
+            list(sources), registry, forced_format, progress=None if quiet else _progress
+        )
+    finally:
+        READ_PROGRESS.reset(token)
     document = build_summary(
         loaded, overrides_from_options(**facts), warmup=warmup, slow_factor=slow_factor
     )

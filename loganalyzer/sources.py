@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,14 +18,19 @@ from loganalyzer.errors import InputError
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 4 * 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+# Told (file, bytes read so far, total bytes or None for .gz) after every chunk read; the
+# command line sets it to show progress on long work. Library callers leave it unset.
+READ_PROGRESS: ContextVar[Callable[[Path, int, int | None], None] | None] = ContextVar(
+    "read_progress", default=None
+)
 
 
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, decompressing gzip by its magic bytes rather than its name."""
     try:
-        with path.open("rb") as probe:
-            compressed = probe.read(2) == GZIP_MAGIC
-        if compressed:
+        if _is_gzip(path):
             return gzip.open(path, "rb")  # type: ignore[return-value]
         return path.open("rb")
     except OSError as exc:
@@ -66,19 +72,31 @@ def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
     """Yield (number of the first line, lines) in bounded chunks, splitting only on '\\n'.
 
     Lines are numbered from 1 as an editor would; a lone '\\r' stays inside its line (parsers
-    decide what it means); a trailing '\\r' of CRLF files is removed.
+    decide what it means); a trailing '\\r' of CRLF files is removed. A "line" longer than
+    MAX_LINE_BYTES means the file is not a text log, and is refused rather than buffered.
     """
     next_line = 1
     carry = b""
+    done = 0
+    report = READ_PROGRESS.get()
     try:
+        total = None if _is_gzip(path) else path.stat().st_size
         with open_binary(path) as stream:
             while True:
                 block = stream.read(chunk_bytes)
                 if not block:
                     break
+                done += len(block)
+                if report is not None:
+                    report(path, done, total)
                 block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:
+                    if len(block) > MAX_LINE_BYTES:
+                        raise InputError(
+                            f"{path}: line {next_line} runs past {MAX_LINE_BYTES >> 20} MB"
+                            " without a line break; this is not a text log"
+                        )
                     carry = block
                     continue
                 carry = block[cut + 1 :]
@@ -92,6 +110,11 @@ def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
         ) from exc
     if carry:
         yield next_line, _decode_lines(carry)
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as probe:
+        return probe.read(2) == GZIP_MAGIC
 
 
 def _decode_lines(block: bytes) -> list[str]:

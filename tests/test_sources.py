@@ -74,3 +74,32 @@ def test_inputs_are_never_modified(tmp_path: Path) -> None:
     before = (path.read_bytes(), path.stat().st_mtime_ns)
     MegatronParser().parse(path)
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_reading_progress_is_reported_to_whoever_asked(tmp_path: Path) -> None:
+    from loganalyzer.sources import READ_PROGRESS
+
+    path = tmp_path / "x.log"
+    path.write_bytes(b"line\n" * 100)
+    seen: list[tuple[int, int | None]] = []
+    token = READ_PROGRESS.set(lambda _path, done, total: seen.append((done, total)))
+    try:
+        list(iter_line_chunks(path, 64))
+    finally:
+        READ_PROGRESS.reset(token)
+    assert [done for done, _ in seen] == [*range(64, 500, 64), 500]
+    assert {total for _, total in seen} == {500}
+    list(iter_line_chunks(path, 64))  # nobody asked: nothing reported
+    assert len(seen) == 8
+
+
+def test_a_file_without_line_breaks_is_refused_not_buffered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import loganalyzer.sources as sources
+
+    monkeypatch.setattr(sources, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "blob.log"
+    path.write_bytes(b"ok\n" + b"x" * 5000)
+    with pytest.raises(InputError, match=r"blob\.log: line 2 runs past 0 MB without a line break"):
+        list(iter_line_chunks(path, 256))
