@@ -1,0 +1,20 @@
+"""Megatron-LM and Megatron-DeepSpeed stdout logs, every version since 2021.
+
+What it reads (the formats are quoted in the project's FORMATS reference):
+- iteration lines, ``iteration N/ M | key: value | ...`` with or without the leading
+  ``[YYYY-mm-dd HH:MM:SS(.ffffff)]``; elapsed time in ms, or in s (bigscience fork); any
+  field order; unknown fields kept in the long table;
+- the ``arguments`` dump → run config (every argument, with its file and line);
+  ``using world size: ...``, ``> padded vocab ... (new size: N)``, ``using torch.X for parameters``;
+- timers: one-line ``time (ms) | name: v | ...`` and the ``(min, max) time across ranks (ms):``
+  / ``max time across ranks (ms):`` blocks; ``[Rank N] (after K iterations) memory (MB) | ...``;
+  ``saving checkpoint at iteration N`` — all to the long table, tied to the last iteration seen;
+- launcher prefixes, ANSI codes, ``\\r``, records glued without a newline, and the copies that
+  several ranks or nodes print of one line (de-duplicated within each launch).
+
+Each launch (an ``arguments`` dump) or a step back of the iteration counter starts a segment.
+"""
+
+from loganalyzer.parsers.megatron.parser import MegatronParser
+
+__all__ = ["MegatronParser"]

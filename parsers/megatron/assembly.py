@@ -1,0 +1,90 @@
+"""The file-level tables: copies removed, segments and intervals, the contract's schema."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from loganalyzer.model import (
+    ITERATION_SCHEMA,
+    ConfigValue,
+    conform_metrics,
+    conform_table,
+)
+
+
+def first_copies(frames: list[pl.DataFrame], key: str) -> list[pl.Series]:
+    """Per frame, which rows are the first of their `key` over all frames: the one copy kept
+    of a line that several ranks or nodes printed."""
+    first = pl.concat([f.select(key) for f in frames]).get_column(key).is_first_distinct()
+    masks = []
+    offset = 0
+    for frame in frames:
+        masks.append(first.slice(offset, frame.height))
+        offset += frame.height
+    return masks
+
+
+def iteration_table(
+    frames: list[pl.DataFrame], config: dict[str, ConfigValue], source: str
+) -> pl.DataFrame:
+    """The per-iteration table from the chunks' records (in line order, as chunks are read in
+    order): copies removed, segments and intervals added, in the contract's schema.
+
+    Everything is done chunk by chunk and the chunks are concatenated without copying; only
+    segments and intervals, which need the whole run, are computed on the two columns they
+    read.
+    """
+    masks = first_copies(frames, "key")
+    kept = [f if m.all() else f.filter(m) for f, m in zip(frames, masks, strict=True)]
+    new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
+        pl.col("iteration") <= pl.col("iteration").shift(1)
+    )
+    log_interval = config.get("log_interval")
+    derived = (
+        pl.concat([f.select("launch", "iteration") for f in kept])
+        .with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
+        .select("segment", interval=_interval(log_interval.value if log_interval else None))
+    )
+    tables = []
+    offset = 0
+    for frame in kept:
+        columns = [c for c in frame.columns if c in ITERATION_SCHEMA]
+        part = frame.select(columns).hstack(derived.slice(offset, frame.height))
+        tables.append(conform_table(part.with_columns(source=pl.lit(source))))
+        offset += frame.height
+    return pl.concat(tables, rechunk=False) if tables else conform_table(pl.DataFrame())
+
+
+def long_part(frame: pl.DataFrame, previous_keys: pl.Series, source: str) -> pl.DataFrame:
+    """One chunk's rows of the long table, in the contract's schema, copies removed.
+
+    The copies several ranks print of a timer or memory line sit next to each other, so
+    they are recognised within the chunk and against the chunk before it; the keys need
+    not be kept for the whole file.
+    """
+    key = frame.get_column("copy_key")
+    first = key.is_first_distinct() & ~key.is_in(previous_keys.implode())
+    kept = frame if first.all() else frame.filter(first)
+    return conform_metrics(kept.drop("copy_key").with_columns(source=pl.lit(source)))
+
+
+def _interval(log_interval: object) -> pl.Expr:
+    """Iterations each record covers: the step from the previous record, at most the log interval.
+
+    The log interval is the `log_interval` argument when the log has it, else the segment's
+    most common step. A larger step means records are missing (a cut log), not a longer
+    average; a segment's first record covers the log interval (or its iteration number, if
+    smaller).
+    """
+    step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
+    typical = (
+        pl.lit(log_interval, dtype=pl.Int64)
+        if isinstance(log_interval, int) and log_interval > 0
+        else step.drop_nulls().mode().min().over("segment")
+    )
+    first = pl.min_horizontal(typical, pl.col("iteration"))
+    return (
+        pl.coalesce(pl.min_horizontal(step, typical), first, pl.lit(1))
+        .clip(lower_bound=1)
+        .cast(pl.Int64)
+    )

@@ -1,0 +1,175 @@
+"""Timer, memory, checkpoint and validation lines: rows of the long metrics table."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from loganalyzer.textlog import (
+    to_number,
+)
+
+TIMER_MINMAX = r"^\s+(\S.*?)\s*\.*:\s*\(\s*(" + r"[\d.]+" + r"),\s*([\d.]+)\)\s*$"
+
+
+TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
+
+
+MEMORY = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? memory \(MB\)(.*)$"
+
+
+CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d+)"
+
+
+VALIDATION = r"validation(?: loss)? at iteration (\d+) \|(.*)$"
+
+
+# An iteration line's position, the anchor of the timer and memory lines below it.
+ANCHOR_SCHEMA = {"anchor_line": pl.Int64, "launch": pl.Int32, "iteration": pl.Int64}
+
+
+def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
+    """Timer, memory and event rows with the iteration they belong to and a copy key.
+
+    A row states its own iteration (`after K iterations`, `at iteration N`) or belongs to
+    the last iteration line above it in the same launch. Copies printed by several ranks
+    share `copy_key`.
+    """
+    if metrics.height == 0:
+        return pl.DataFrame(
+            schema={
+                "line": pl.Int64,
+                "iteration": pl.Int64,
+                "name": pl.Categorical,
+                "value": pl.Float64,
+                "rank": pl.Int32,
+                "copy_key": pl.UInt64,
+            }
+        )
+    placed = (
+        metrics.with_columns(pl.col("launch").cast(pl.Int32))
+        .sort("line")
+        .join_asof(
+            anchors,
+            left_on="line",
+            right_on="anchor_line",
+            by="launch",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(iteration=pl.coalesce("after", "iteration"))
+    )
+    return placed.select(
+        "line",
+        "iteration",
+        pl.col("name").cast(pl.Categorical),
+        "value",
+        "rank",
+        copy_key=pl.struct("launch", "name", "rank", "value", "iteration").hash(),
+    )
+
+
+def key_values(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
+    """One metric row per `key: value` of `fields` (a '|'-separated text): `name` builds the
+    metric's name from the key (`pl.col("key")`). Keeps line, launch, rank and `after`."""
+    return (
+        frame.with_columns(field=fields.str.split("|"))
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
+        .with_columns(key=pl.col("m").struct.field("1"))
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "after",
+            name=name,
+            value=to_number(pl.col("m").struct.field("2")),
+        )
+        .drop_nulls(["name", "value"])
+    )
+
+
+def timers(pieces: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    one_line = key_values(
+        pieces.filter(text.str.contains(r"time \(ms\) \|")).with_columns(
+            after=pl.lit(None, dtype=pl.Int64)
+        ),
+        text.str.replace(r"^.*?time \(ms\) \|", ""),
+        pl.lit("timer/") + pl.col("key"),
+    )
+    minmax = pieces.with_columns(m=text.str.extract_groups(TIMER_MINMAX)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+    mins = minmax.select(
+        "line",
+        "launch",
+        "rank",
+        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/min",
+        value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
+    )
+    maxs = minmax.select(
+        "line",
+        "launch",
+        "rank",
+        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
+        value=pl.col("m").struct.field("3").cast(pl.Float64, strict=False),
+    )
+    max_only = (
+        pieces.with_columns(m=text.str.extract_groups(TIMER_MAX))
+        .filter(pl.col("m").struct.field("1").is_not_null())
+        .select(
+            "line",
+            "launch",
+            "rank",
+            name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
+            value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
+        )
+    )
+    blocks = (
+        pl.concat([mins, maxs, max_only])
+        .drop_nulls(["name", "value"])
+        .with_columns(after=pl.lit(None, dtype=pl.Int64))
+    )
+    return pl.concat([one_line, blocks], how="diagonal")
+
+
+def memory_lines(pieces: pl.DataFrame) -> pl.DataFrame:
+    """`[Rank N] (after K iterations) memory (MB) | allocated: v | ...` → memory/<key>_mb."""
+    found = pieces.with_columns(m=pl.col("text").str.extract_groups(MEMORY)).filter(
+        pl.col("m").struct.field("2").is_not_null()
+    )
+    return key_values(
+        found.with_columns(
+            rank=pl.coalesce(pl.col("m").struct.field("1").cast(pl.Int32), pl.col("rank")),
+            after=pl.col("m").struct.field("2").cast(pl.Int64),
+        ),
+        pl.col("m").struct.field("3"),
+        pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb"),
+    )
+
+
+def checkpoint_saves(pieces: pl.DataFrame) -> pl.DataFrame:
+    return (
+        pieces.with_columns(after=pl.col("text").str.extract(CHECKPOINT_SAVE).cast(pl.Int64))
+        .drop_nulls("after")
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "after",
+            name=pl.lit("event/checkpoint_save"),
+            value=pl.lit(1.0),
+        )
+    )
+
+
+def validation_lines(pieces: pl.DataFrame) -> pl.DataFrame:
+    """`validation loss at iteration N | lm loss value: v | lm loss PPL: v |` → validation/<key>."""
+    found = pieces.with_columns(m=pl.col("text").str.extract_groups(VALIDATION)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+    return key_values(
+        found.with_columns(after=pl.col("m").struct.field("1").cast(pl.Int64)),
+        pl.col("m").struct.field("2"),
+        pl.lit("validation/") + pl.col("key"),
+    )

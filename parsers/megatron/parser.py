@@ -1,0 +1,120 @@
+"""The plugin: detection, and the assembly of a whole file's chunks into one Run."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.errors import InputError
+from loganalyzer.model import (
+    Run,
+    SourceInfo,
+    conform_metrics,
+)
+from loganalyzer.parsers.megatron.assembly import iteration_table, long_part
+from loganalyzer.parsers.megatron.config import run_config
+from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored
+from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
+from loganalyzer.sources import is_probably_binary, read_head
+
+DETECT_MARKERS = (
+    (re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration"), 0.95),
+    (re.compile(r"^-+ arguments -+$", re.M), 0.6),
+    (re.compile(r"using world size: \d+"), 0.6),
+    (re.compile(r"megatron", re.I), 0.3),
+)
+
+
+class MegatronParser:
+    """Megatron-LM and Megatron-DeepSpeed stdout logs (the plugin API is in loganalyzer.plugin)."""
+
+    name = "megatron"
+    description = "Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs"
+
+    def detect(self, path: Path) -> float:
+        if not path.is_file():
+            return 0.0
+        head = read_head(path)
+        if not head or is_probably_binary(head):
+            return 0.0
+        return max((score for marker, score in DETECT_MARKERS if marker.search(head)), default=0.0)
+
+    def parse(self, path: Path) -> Run:
+        chunks: list[Chunk] = []
+        longs: list[pl.DataFrame] = []
+        last = NO_ANCHOR
+        previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
+        for chunk in _scanned(path):
+            long, last = _placed(chunk, last)
+            longs.append(long_part(long, previous_keys, str(path)))
+            previous_keys = long.get_column("copy_key")
+            chunks.append(dataclasses.replace(chunk, extras=_NOTHING, metrics=_NOTHING))
+        facts = pl.concat([c.facts for c in chunks]).unique(
+            ["key", "value"], keep="first", maintain_order=True
+        )
+        if not any(c.records.height for c in chunks) and facts.height == 0:
+            raise InputError(f"{path}: no Megatron iteration lines or arguments found")
+        keys = frozenset().union(*(c.keys for c in chunks))
+        config, framework, warnings = run_config(facts, keys, str(path))
+        naive_stamps = any(c.naive_stamps for c in chunks)
+        table = iteration_table([c.records for c in chunks], config, str(path))
+        long = pl.concat(longs, rechunk=False) if longs else conform_metrics(pl.DataFrame())
+        del chunks
+        if table.height == 0:
+            warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
+        if naive_stamps:
+            warnings.append(
+                f"{path}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
+            )
+        return Run(
+            framework=framework,
+            config=config,
+            table=table,
+            metrics=long,
+            sources=[SourceInfo(str(path), self.name, table.height)],
+            warnings=warnings,
+        )
+
+
+NO_ANCHOR = pl.DataFrame(schema=ANCHOR_SCHEMA)
+
+
+_NOTHING = pl.DataFrame()
+
+
+# Chunks scanned at once: polars releases the GIL, so two use both cores of a small machine;
+# more would only hold more chunks in memory.
+_IN_FLIGHT = 2
+
+
+def _scanned(path: Path) -> Iterator[Chunk]:
+    """The file's chunks scanned, in order, `_IN_FLIGHT` at a time on a thread pool."""
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as pool:
+        pending: deque[Future[Chunk]] = deque()
+        for frame in stateful_frames(path):
+            pending.append(pool.submit(scan_chunk, frame))
+            if len(pending) >= _IN_FLIGHT:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _placed(chunk: Chunk, last_anchor: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The chunk's long-table rows, each tied to its iteration, in line order; and the anchor
+    (last iteration line) the next chunk's first timer lines belong to."""
+    anchors = pl.concat(
+        [
+            last_anchor,
+            chunk.records.select(
+                anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
+            ),
+        ]
+    )
+    long = pl.concat([chunk.extras, anchored(chunk.metrics, anchors)])
+    return long.sort("line", maintain_order=True), anchors.tail(1)

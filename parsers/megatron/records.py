@@ -1,0 +1,111 @@
+"""Iteration lines: `iteration N/ M | key: value | ...` into the per-iteration columns."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from loganalyzer.textlog import (
+    numbers,
+    to_timestamp,
+)
+
+ITERATION_START = r"iteration\s+\d+\s*/\s*\d+\s*\|"
+
+
+ITERATION_HEAD = r"^iteration\s+(\d+)\s*/\s*(\d+)"
+
+
+# The bracketed timestamp Megatron-LM prints before "iteration" (core >= 0.6).
+TIMESTAMP_BEFORE_ITERATION = r"\[(\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)\]\s*$"
+
+
+# Iteration-line fields that have a column of their own; every other field goes to the long
+# table under its printed name. Keys are lower-cased and stripped of spaces around them.
+FIELD_COLUMNS: dict[str, str] = {
+    "lm loss": "loss",
+    "lm-loss": "loss",
+    "loss": "loss",
+    "learning rate": "lr",
+    "grad norm": "grad_norm",
+    "loss scale": "loss_scale",
+    "global batch size": "global_batch_size",
+    "samples per second": "samples_per_s",
+    "throughput per gpu (tflop/s/gpu)": "reported_tflops_per_gpu",
+    "compute per gpu (tflop/s/gpu)": "reported_tflops_per_gpu",
+    "tflops": "reported_tflops_per_gpu",
+    "number of skipped iterations": "skipped_iterations",
+    "number of nan iterations": "nan_iterations",
+}
+
+
+# Divisors to seconds (a division keeps 150471.3 ms exactly 150.4713 s).
+STEP_TIME_FIELDS = {
+    "elapsed time per iteration (ms)": 1000.0,
+    "elapsed time per iteration (s)": 1.0,
+}
+
+
+def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
+    """One row per iteration line: its number, its fields' text, its timestamp, its copy key.
+
+    The match is located with a capture-free search and the pieces are sliced around it:
+    capturing the whole line with a regular expression costs several times more.
+    """
+    text = pl.col("text")
+    located = pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at")
+    head = text.str.slice(pl.col("at"), 48).str.extract_groups(ITERATION_HEAD)
+    stamp = pl.coalesce(
+        text.str.slice(0, pl.col("at")).str.extract(TIMESTAMP_BEFORE_ITERATION),
+        pl.col("line_stamp"),
+    )
+    rest = text.str.slice(pl.col("at")).str.splitn("|", 2).struct.field("field_1")
+    return located.select(
+        "line",
+        "piece",
+        "launch",
+        "rank",
+        iteration=head.struct.field("1").cast(pl.Int64),
+        rest=rest,
+        timestamp=to_timestamp(stamp),
+        naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
+        # copies of one line printed by several ranks or nodes share this key
+        key=pl.struct("launch", head.struct.field("1"), rest).hash(),
+    )
+
+
+def iteration_fields(records: pl.DataFrame) -> pl.DataFrame:
+    """Every `key: value` field of every iteration line, long: (line, piece, key, value),
+    with `column` naming the table column it fills (null for fields kept in the long table).
+    """
+    pairs = (
+        records.select("line", "piece", field=pl.col("rest").str.split("|"))
+        .explode("field")
+        .with_columns(kv=pl.col("field").str.splitn(":", 2))
+        .select(
+            "line",
+            "piece",
+            printed=pl.col("kv").struct.field("field_0").str.strip_chars(),
+            raw=pl.col("kv").struct.field("field_1"),
+        )
+        .filter(pl.col("raw").is_not_null())
+        .with_columns(key=pl.col("printed").str.to_lowercase())
+    )
+    step_divisor = pl.col("key").replace_strict(
+        STEP_TIME_FIELDS, default=None, return_dtype=pl.Float64
+    )
+    return numbers(pairs, "raw", "value").with_columns(
+        column=pl.when(step_divisor.is_not_null())
+        .then(pl.lit("step_time_s"))
+        .otherwise(pl.col("key").replace_strict(FIELD_COLUMNS, default=None)),
+        value=pl.col("value") / step_divisor.fill_null(1.0),
+    )
+
+
+def wide_fields(fields: pl.DataFrame) -> pl.DataFrame:
+    """The iteration-line fields that have a column, one column each, keyed by (line, piece)."""
+    known = fields.drop_nulls("column")
+    columns = list(dict.fromkeys([*FIELD_COLUMNS.values(), "step_time_s"]))
+    wide = known.unique(["line", "piece", "column"], keep="first", maintain_order=True).pivot(
+        on="column", index=["line", "piece"], values="value", on_columns=columns
+    )
+    return wide

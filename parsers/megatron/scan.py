@@ -1,0 +1,217 @@
+"""One chunk of a log's lines: which lines matter, and what each kind of line holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS
+from loganalyzer.parsers.megatron.metrics import (
+    checkpoint_saves,
+    memory_lines,
+    timers,
+    validation_lines,
+)
+from loganalyzer.parsers.megatron.records import iteration_fields, iteration_records, wide_fields
+from loganalyzer.textlog import (
+    clean,
+    kubelet_timestamp,
+    launcher_rank,
+    line_frames,
+    split_glued,
+    strip_launcher,
+)
+
+# Where a record starts, for splitting glued lines: an iteration line (with its timestamp),
+# a per-rank memory line, a one-line timer report.
+RECORD_START = (
+    r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]+[^\]]*\]\s*)?iteration\s+\d+\s*/\s*\d+\s*\|"
+    r"|\[Rank \d+\] \(after|time \(ms\) \|"
+)
+
+
+ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)(.*?)\s*$"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one chunk of lines yielded, before the file-level assembly."""
+
+    records: pl.DataFrame  # one row per iteration line (copies not yet removed)
+    extras: pl.DataFrame  # iteration-line fields without a column, with their iteration
+    metrics: pl.DataFrame  # timers, memory, events: not yet tied to their iteration
+    facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
+    keys: frozenset[str]  # every iteration-line field name seen
+    naive_stamps: bool  # some timestamps carry no time zone
+
+
+# Literal markers of the lines this parser reads; everything else is skipped unparsed.
+CANDIDATES = (
+    "iteration",
+    "memory (MB)",
+    "time (ms)",
+    "across ranks",
+    ".:",
+    "world size",
+    "padded vocab",
+    "for parameters",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "saving checkpoint",
+    "validation",
+)
+
+
+def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
+    """Line chunks with the candidate lines only, tagged with the launch and arguments state.
+
+    The state (which launch, inside an arguments dump or not) is carried across chunks so
+    a dump split between two chunks is still read whole. Cheap literal tests pick the
+    candidate lines; the regular expressions only ever see those.
+    """
+    launch_offset = 0
+    in_args = 0
+    for frame in line_frames(path):
+        text = frame["text"]
+        start = text.str.contains("-- arguments --", literal=True)
+        end = text.str.contains("-- end of arguments --", literal=True)
+        depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
+        launch = start.cast(pl.Int32).cum_sum() + launch_offset
+        inside = (depth > 0) & ~start
+        candidate = inside | text.str.contains_any(list(CANDIDATES))
+        if frame.height:
+            launch_offset = int(launch[-1])
+            in_args = max(int(depth[-1]), 0)
+        yield (
+            frame.with_columns(launch=launch, in_args=inside)
+            .filter(candidate)
+            .with_columns(
+                launcher_rank(pl.col("text")),
+                kubelet_timestamp(pl.col("text")).alias("line_stamp"),
+                clean(strip_launcher(pl.col("text"))).alias("text"),
+            )
+        )
+
+
+def scan_chunk(frame: pl.DataFrame) -> Chunk:
+    args = (
+        frame.filter(pl.col("in_args"))
+        .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
+        .select(
+            "line",
+            "launch",
+            key=pl.col("m").struct.field("1"),
+            value=pl.col("m").struct.field("2"),
+        )
+        .drop_nulls("key")
+    )
+    other = frame.filter(~pl.col("in_args"))
+    # Relaunches print the same arguments again: one row per distinct value is all the
+    # config needs.
+    startup = having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
+    facts = (
+        pl.concat([args, startup_facts(startup)])
+        .sort("line")
+        .unique(["key", "value"], keep="first", maintain_order=True)
+    )
+    pieces = split_glued(other, RECORD_START)
+    records = iteration_records(having(pieces, "iteration"))
+    fields = iteration_fields(records)
+    wide = wide_fields(fields)
+    extras = (
+        fields.filter(pl.col("column").is_null() & pl.col("value").is_not_null())
+        .join(
+            records.select("line", "piece", "launch", "iteration", record_key="key"),
+            on=["line", "piece"],
+        )
+        .select(
+            "line",
+            "iteration",
+            name=pl.col("printed").cast(pl.Categorical),
+            value="value",
+            rank=pl.lit(None, dtype=pl.Int32),
+            copy_key=pl.struct("record_key", "printed").hash(),
+        )
+    )
+    metrics = pl.concat(
+        [
+            timers(having(pieces, "time (ms)", ".:")),
+            memory_lines(having(pieces, "memory (MB)")),
+            checkpoint_saves(having(pieces, "saving checkpoint")),
+            validation_lines(having(pieces, "validation")),
+        ],
+        how="diagonal_relaxed",
+    )
+    return Chunk(
+        records=records.drop("rest", "naive_stamp").join(wide, on=["line", "piece"], how="left"),
+        extras=extras,
+        metrics=metrics,
+        facts=facts,
+        keys=frozenset(fields["key"].unique().to_list()),
+        naive_stamps=bool(records["naive_stamp"].any()),
+    )
+
+
+def having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:
+    """The rows whose text contains any of the literal markers."""
+    return frame.filter(pl.col("text").str.contains_any(list(markers)))
+
+
+def startup_facts(frame: pl.DataFrame) -> pl.DataFrame:
+    """Start-up lines outside the arguments dump that state the world size, vocab, dtype."""
+    text = pl.col("text")
+    world = text.str.extract_groups(
+        r"using world size: (\d+)(?:,? and model-parallel size: (\d+))?"
+        r"(?:, data-parallel[- ]size: (\d+))?"
+        r"(?:, context-parallel size: (\d+))?"
+        r"(?:, hierarchical context-parallel sizes: [^,]*)?"
+        r"(?:, tensor-model-parallel size: (\d+))?"
+        r"(?:, pipeline-model-parallel size: (\d+))?"
+    )
+    names = [
+        ("1", "world_size"),
+        ("2", "tensor_model_parallel_size"),
+        ("3", "data_parallel_size"),
+        ("4", "context_parallel_size"),
+        ("5", "tensor_model_parallel_size"),
+        ("6", "pipeline_model_parallel_size"),
+    ]
+    found = [
+        frame.select("line", "launch", key=pl.lit(key), value=world.struct.field(group)).drop_nulls(
+            "value"
+        )
+        for group, key in names
+    ]
+    found.append(
+        frame.select(
+            "line",
+            "launch",
+            key=pl.lit("padded_vocab_size"),
+            value=text.str.extract(
+                r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)"
+            ),
+        ).drop_nulls("value")
+    )
+    found.append(
+        frame.select(
+            "line",
+            "launch",
+            key=pl.lit("params_dtype"),
+            value=text.str.extract(r"^using (torch\.\w+) for parameters"),
+        ).drop_nulls("value")
+    )
+    # Megatron-DeepSpeed: the engine's config printout holds the global batch size that
+    # 2021-era arguments (batch_size = micro batch) do not.
+    for name in DEEPSPEED_BATCH_KEYS:
+        found.append(
+            frame.select(
+                "line",
+                "launch",
+                key=pl.lit(f"deepspeed_{name}"),
+                value=text.str.extract(rf"\b{name}\s+\.*\s*(\d+)\s*$"),
+            ).drop_nulls("value")
+        )
+    return pl.concat(found)
