@@ -7,6 +7,7 @@ progress go to stderr. Errors are one line; `--debug` shows the traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
-from loganalyzer.commands.calc import hardware_command, mfu, model_options, overrides_from_options
+from loganalyzer.commands.hardware import hardware_command
+from loganalyzer.commands.mfu import mfu
+from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
@@ -36,6 +39,9 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # the reader (`| head`) has all it wanted: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except Exception as exc:  # never a traceback for the user, unless asked for
             if ctx.obj and ctx.obj.get("debug"):
                 raise

@@ -13,7 +13,6 @@ from typing import Any
 import polars as pl
 
 from loganalyzer import hardware
-from loganalyzer.commands.calc import shape_from_options
 from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import (
     FlopsResult,
@@ -30,6 +29,7 @@ from loganalyzer.model_shape import (
     ArgumentError,
     ModelShape,
     count_parameters,
+    layered_shape,
     shape_from_megatron_args,
 )
 
@@ -77,8 +77,8 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     `origins` says where each fact came from (a log's file and line, or "flag").
     """
     warnings: list[str] = []
-    shape = shape_from_options(options, _shape_from_log(run, warnings))
     given = options["run"]
+    shape = layered_shape(_shape_from_log(run, warnings), given.get("model"), options["shape"])
     origins = {
         key: str(value.provenance)
         for key, value in sorted(run.config.items())

@@ -256,6 +256,17 @@ def _default(value: bool | None, default: bool) -> bool:
     return default if value is None else value
 
 
+def layered_shape(
+    base: ModelShape | None, model: ModelShape | None, overrides: Mapping[str, Any]
+) -> ModelShape:
+    """The log's shape (or an empty one), then a preset or config.json, then single facts:
+    each layer overrides the one before where it says something."""
+    shape = base or ModelShape()
+    if model is not None:
+        shape = merge_shape(shape, dataclasses.asdict(model))
+    return merge_shape(shape, overrides)
+
+
 def merge_shape(base: ModelShape, overrides: Mapping[str, Any]) -> ModelShape:
     """Apply field overrides; a changed vocabulary or padding input re-derives the padding."""
     changes = {k: v for k, v in overrides.items() if v is not None}

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _num(value: Any, fmt: str = ",.4g", unit: str = "") -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        return f"{value:{fmt}}{unit}"
-    return str(value)
-
-
-def _pct(value: Any) -> str:
-    return "unknown" if value is None else f"{value * 100:.1f} %"
+from loganalyzer.formatting import number, percent
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -42,19 +30,19 @@ def render_summary(doc: dict[str, Any]) -> str:
     lines += _rows(
         [
             ("model", shape),
-            ("params", _num(model.get("params"), ",d")),
-            ("GPUs", f"{_num(run['num_gpus'], 'd')} × {gpu['name'] if gpu else 'unknown GPU'}"),
+            ("params", number(model.get("params"), ",d")),
+            ("GPUs", f"{number(run['num_gpus'], 'd')} × {gpu['name'] if gpu else 'unknown GPU'}"),
             (
                 "parallelism",
                 " ".join(f"{k[0].upper()}P={v}" for k, v in par.items() if v is not None)
                 or "unknown",
             ),
-            ("precision", _num(run["dtype"])),
-            ("recompute", _num(run["recompute"])),
+            ("precision", number(run["dtype"])),
+            ("recompute", number(run["recompute"])),
             (
                 "batch",
-                f"{_num(run['global_batch_size'], 'd')} × {_num(run['seq_length'], 'd')} tokens"
-                f" = {_num(run['tokens_per_iteration'], ',d')} tokens/iteration",
+                f"{number(run['global_batch_size'], 'd')} × {number(run['seq_length'], 'd')} tokens"
+                f" = {number(run['tokens_per_iteration'], ',d')} tokens/iteration",
             ),
         ]
     )
@@ -72,13 +60,13 @@ def render_summary(doc: dict[str, Any]) -> str:
                 else "no iteration records",
             ),
             ("segments", f"{it['segments']} (restarts: {max(it['segments'] - 1, 0)})"),
-            ("step time", f"median {_num(st['median'], '.4g', ' s')} (steady state)"),
+            ("step time", f"median {number(st['median'], '.4g', ' s')} (steady state)"),
             (
                 "",
-                f"mean {_num(st['mean'], '.4g', ' s')}, p90 {_num(st['p90'], '.4g', ' s')}, "
-                f"min {_num(st['min'], '.4g', ' s')}, max {_num(st['max'], '.4g', ' s')}",
+                f"mean {number(st['mean'], '.4g', ' s')}, p90 {number(st['p90'], '.4g', ' s')}, "
+                f"min {number(st['min'], '.4g', ' s')}, max {number(st['max'], '.4g', ' s')}",
             ),
-            ("throughput", f"{_num(doc['throughput']['tokens_per_s'], ',.0f')} tokens/s"),
+            ("throughput", f"{number(doc['throughput']['tokens_per_s'], ',.0f')} tokens/s"),
         ]
     )
 
@@ -91,22 +79,22 @@ def render_summary(doc: dict[str, Any]) -> str:
     if flops["per_iteration"] is not None:
         rows += [
             ("formula", str(flops["formula"])),
-            ("FLOPs/iteration", _num(flops["per_iteration"], ".4e")),
-            ("TFLOPS/GPU", _num(flops["tflops_per_gpu"], ".1f")),
+            ("FLOPs/iteration", number(flops["per_iteration"], ".4e")),
+            ("TFLOPS/GPU", number(flops["tflops_per_gpu"], ".1f")),
             (
                 "peak TFLOPS/GPU",
-                f"{_num(peak['tflops_per_gpu'], 'g')} ({peak['dtype']}, dense)"
+                f"{number(peak['tflops_per_gpu'], 'g')} ({peak['dtype']}, dense)"
                 if peak
                 else "unknown",
             ),
-            ("MFU", f"{_pct(flops['mfu'])} steady, {_pct(flops['mfu_overall'])} overall"),
-            ("HFU", _pct(flops["hfu"])),
+            ("MFU", f"{percent(flops['mfu'])} steady, {percent(flops['mfu_overall'])} overall"),
+            ("HFU", percent(flops["hfu"])),
         ]
     else:
         rows.append(("recomputed", "unknown (see warnings)"))
-    rows.append(("reported TFLOPS/GPU", _num(reported["tflops_per_gpu"], ".1f")))
+    rows.append(("reported TFLOPS/GPU", number(reported["tflops_per_gpu"], ".1f")))
     if reported["recomputed_over_reported"] is not None:
-        rows.append(("recomputed/reported", _num(reported["recomputed_over_reported"], ".3f")))
+        rows.append(("recomputed/reported", number(reported["recomputed_over_reported"], ".3f")))
     lines += _rows(rows)
     if reported.get("explanation"):
         lines.append(f"  {reported['explanation']}")
@@ -126,17 +114,20 @@ def render_summary(doc: dict[str, Any]) -> str:
         )
         lines.append(f"  slow steps: {kinds}")
         for step in sorted(slow, key=lambda s: -s["lost_s"])[:5]:
+            took, lost = (
+                number(step["step_time_s"], ".4g", " s"),
+                number(step["lost_s"], ".4g", " s"),
+            )
             lines.append(
-                f"    iteration {step['iteration']}: {_num(step['step_time_s'], '.4g', ' s')}"
-                f" = {_num(step['ratio'], '.2f')}× baseline, {_num(step['lost_s'], '.4g', ' s')}"
-                f" lost ({step['kind']})"
+                f"    iteration {step['iteration']}: {took} = {number(step['ratio'], '.2f')}×"
+                f" baseline, {lost} lost ({step['kind']})"
             )
     for restart in doc["restarts"]:
         lines.append(
             f"  restart after iteration {restart['after_iteration']}, resumed at "
-            f"{restart['resumed_at']}: gap {_num(restart['gap_s'], '.4g', ' s')}, "
+            f"{restart['resumed_at']}: gap {number(restart['gap_s'], '.4g', ' s')}, "
             f"{restart['lost_iterations']} iterations redone, "
-            f"{_num(restart['lost_s'], '.4g', ' s')} lost"
+            f"{number(restart['lost_s'], '.4g', ' s')} lost"
         )
 
     if doc.get("verdicts"):

@@ -7,7 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from loganalyzer.commands.calc import hardware_command, mfu, overrides_from_options
+from loganalyzer.commands.hardware import hardware_command
+from loganalyzer.commands.mfu import mfu
+from loganalyzer.commands.options import overrides_from_options
 
 SEVEN_B = ["--params", "7e9", "--formula", "6n", "--seq-length", "4096"]
 SEVEN_B += ["--global-batch-size", "8", "--step-time", "1.2", "--num-gpus", "8"]

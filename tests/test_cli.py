@@ -163,3 +163,15 @@ def test_broken_timers_printing_nan_or_inf_are_not_analysed(tmp_path: Path) -> N
     assert doc["slow_steps"] == []
     text = CliRunner().invoke(main, ["summary", "-q", str(log)])
     assert text.exit_code == 0
+
+
+def test_a_reader_closing_the_pipe_early_is_not_an_error() -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m loganalyzer hardware | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.startswith("key")
+    assert "Error" not in done.stderr

@@ -1,0 +1,58 @@
+"""`loganalyzer hardware`: the dense peak table, or which entry a device name resolves to."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from loganalyzer import hardware
+from loganalyzer.formatting import number
+
+_HARDWARE_HELP = """Show the peak table, or which entry a device name resolves to.
+
+Peaks are dense TFLOP/s (never the 'with sparsity' figures).
+
+\b
+Examples:
+  loganalyzer hardware
+  loganalyzer hardware "NVIDIA H100 80GB HBM3"
+  loganalyzer hardware mi300x --json
+  loganalyzer hardware --json
+"""
+
+
+@click.command("hardware", help=_HARDWARE_HELP)
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.hardware/1 JSON.")
+def hardware_command(name: str | None, as_json: bool) -> None:
+    if name is None:
+        rows = hardware.accelerators()
+        if as_json:
+            click.echo(json.dumps([hardware.accelerator_json(a) for a in rows], indent=2))
+            return
+        click.echo(f"{'key':<16} {'bf16':>8} {'fp8':>8} {'fp16':>8}  name")
+        for acc in rows:
+            peaks = [number(acc.peaks[d], "g", missing="n/a") for d in ("bf16", "fp8", "fp16")]
+            click.echo(f"{acc.key:<16} {peaks[0]:>8} {peaks[1]:>8} {peaks[2]:>8}  {acc.name}")
+        return
+    resolution = hardware.resolve(name)
+    if resolution is None:
+        raise click.ClickException(hardware.unknown_message(name))
+    acc = resolution.accelerator
+    for warning in resolution.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    document = hardware.accelerator_json(acc, resolution.matched, resolution.scale)
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo(
+        f"{'key':<12} {acc.key}\n{'name':<12} {acc.name}\n{'matched':<12} {resolution.matched}"
+    )
+    for dtype in hardware.DTYPES:
+        peak = resolution.peak_tflops(dtype)
+        click.echo(f"{dtype:<12} {number(peak, 'g', missing='n/a')}")
+    memory = number(acc.memory_gb, "g", missing="n/a")
+    bandwidth = number(acc.mem_bw_tbs, "g", missing="n/a")
+    click.echo(f"{'memory':<12} {memory} GB, {bandwidth} TB/s")
+    click.echo(f"{'source':<12} {acc.source}")
