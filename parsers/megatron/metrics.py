@@ -97,40 +97,37 @@ def timers(pieces: pl.DataFrame) -> pl.DataFrame:
         text.str.replace(r"^.*?time \(ms\) \|", ""),
         pl.lit("timer/") + pl.col("key"),
     )
-    minmax = pieces.with_columns(m=text.str.extract_groups(TIMER_MINMAX)).filter(
-        pl.col("m").struct.field("1").is_not_null()
-    )
-    mins = minmax.select(
-        "line",
-        "launch",
-        "rank",
-        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/min",
-        value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
-    )
-    maxs = minmax.select(
-        "line",
-        "launch",
-        "rank",
-        name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
-        value=pl.col("m").struct.field("3").cast(pl.Float64, strict=False),
-    )
-    max_only = (
-        pieces.with_columns(m=text.str.extract_groups(TIMER_MAX))
-        .filter(pl.col("m").struct.field("1").is_not_null())
-        .select(
-            "line",
-            "launch",
-            "rank",
-            name=pl.lit("timer/") + pl.col("m").struct.field("1") + "/max",
-            value=pl.col("m").struct.field("2").cast(pl.Float64, strict=False),
-        )
-    )
+    minmax = _matching(pieces, TIMER_MINMAX)
     blocks = (
-        pl.concat([mins, maxs, max_only])
+        pl.concat(
+            [
+                _timer_rows(minmax, "/min", value_group="2"),
+                _timer_rows(minmax, "/max", value_group="3"),
+                _timer_rows(_matching(pieces, TIMER_MAX), "/max", value_group="2"),
+            ]
+        )
         .drop_nulls(["name", "value"])
         .with_columns(after=pl.lit(None, dtype=pl.Int64))
     )
     return pl.concat([one_line, blocks], how="diagonal")
+
+
+def _matching(pieces: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """The pieces `pattern` matches, its groups in the struct column `m`."""
+    return pieces.with_columns(m=pl.col("text").str.extract_groups(pattern)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+
+
+def _timer_rows(matched: pl.DataFrame, suffix: str, value_group: str) -> pl.DataFrame:
+    """One row per timer block line: `timer/<name><suffix>` and the value in `value_group`."""
+    return matched.select(
+        "line",
+        "launch",
+        "rank",
+        name=pl.lit("timer/") + pl.col("m").struct.field("1") + suffix,
+        value=pl.col("m").struct.field(value_group).cast(pl.Float64, strict=False),
+    )
 
 
 def memory_lines(pieces: pl.DataFrame) -> pl.DataFrame:
@@ -165,9 +162,7 @@ def checkpoint_saves(pieces: pl.DataFrame) -> pl.DataFrame:
 
 def validation_lines(pieces: pl.DataFrame) -> pl.DataFrame:
     """`validation loss at iteration N | lm loss value: v | lm loss PPL: v |` → validation/<key>."""
-    found = pieces.with_columns(m=pl.col("text").str.extract_groups(VALIDATION)).filter(
-        pl.col("m").struct.field("1").is_not_null()
-    )
+    found = _matching(pieces, VALIDATION)
     return key_values(
         found.with_columns(after=pl.col("m").struct.field("1").cast(pl.Int64)),
         pl.col("m").struct.field("2"),
