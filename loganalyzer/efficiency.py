@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer import hardware
+from loganalyzer.analysis import timed_records
 from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import (
     FlopsResult,
@@ -276,9 +277,9 @@ def _overall(
     peak: float | None,
 ) -> float | None:
     """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
-    timed = table.filter(pl.col("step_time_s").is_finite() & (pl.col("step_time_s") > 0))
+    timed = timed_records(table)
     iterations = int(timed["interval"].sum())
-    seconds = float((timed["step_time_s"] * timed["interval"]).sum()) + stalls_s
+    seconds = float((timed["step"] * timed["interval"]).sum()) + stalls_s
     if not num_gpus or not seconds or not peak:
         return None
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)

@@ -20,7 +20,7 @@ from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
 from loganalyzer.analysis.steady import Drift, Warmup, find_drift, summarise_warmup, warmup_flags
 from loganalyzer.analysis.stragglers import RankSpread, find_stragglers
 
-__all__ = ["Analysis", "StepTimeStats", "analyse"]
+__all__ = ["Analysis", "StepTimeStats", "analyse", "timed_records"]
 
 
 @dataclass(frozen=True)
