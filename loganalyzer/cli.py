@@ -21,7 +21,7 @@ from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
-from loganalyzer.render_text import render_summary
+from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
 from loganalyzer.summary import build_summary
 

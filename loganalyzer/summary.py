@@ -13,8 +13,8 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.verdicts import MfuInputs, judge
-from loganalyzer.efficiency import Efficiency, RunFacts, measure, resolve_facts
-from loganalyzer.hardware import resolution_json
+from loganalyzer.flops.efficiency import Efficiency, RunFacts, measure, resolve_facts
+from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
-from loganalyzer.efficiency import resolve_facts
-from loganalyzer.flops import compute_flops
+from loganalyzer.flops.efficiency import resolve_facts
+from loganalyzer.flops.formulas import compute_flops
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
 from tests.conftest import FIXTURES

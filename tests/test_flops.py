@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loganalyzer.flops import (
+from loganalyzer.flops.formulas import (
     ShapeError,
     compute_flops,
     explain_reported_ratio,
@@ -17,7 +17,7 @@ from loganalyzer.flops import (
     tflops_per_gpu,
     utilisation,
 )
-from loganalyzer.model_shape import ModelShape, count_parameters
+from loganalyzer.flops.shape import ModelShape, count_parameters
 
 ORACLES = Path(__file__).parent.parent / "fixtures" / "spec" / "flops-oracles.csv"
 ROWS = list(csv.DictReader(ORACLES.read_text(encoding="utf-8").splitlines()))

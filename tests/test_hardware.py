@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from loganalyzer.hardware import (
+from loganalyzer.flops.peaks import (
     accelerators,
     peak_json,
     peak_tflops,

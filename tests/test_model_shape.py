@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loganalyzer.model_shape import (
+from loganalyzer.flops.shape import (
     ModelShape,
     count_parameters,
     merge_shape,

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from loganalyzer import hardware
-from loganalyzer.formatting import number
+from loganalyzer.flops import peaks
+from loganalyzer.render.numbers import number
 
 _HARDWARE_HELP = """Show the peak table, or which entry a device name resolves to.
 
@@ -27,29 +27,29 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.hardware/1 JSON.")
 def hardware_command(name: str | None, as_json: bool) -> None:
     if name is None:
-        rows = hardware.accelerators()
+        rows = peaks.accelerators()
         if as_json:
-            click.echo(json.dumps([hardware.accelerator_json(a) for a in rows], indent=2))
+            click.echo(json.dumps([peaks.accelerator_json(a) for a in rows], indent=2))
             return
         click.echo(f"{'key':<16} {'bf16':>8} {'fp8':>8} {'fp16':>8}  name")
         for acc in rows:
-            peaks = [number(acc.peaks[d], "g", missing="n/a") for d in ("bf16", "fp8", "fp16")]
-            click.echo(f"{acc.key:<16} {peaks[0]:>8} {peaks[1]:>8} {peaks[2]:>8}  {acc.name}")
+            shown = [number(acc.peaks[d], "g", missing="n/a") for d in ("bf16", "fp8", "fp16")]
+            click.echo(f"{acc.key:<16} {shown[0]:>8} {shown[1]:>8} {shown[2]:>8}  {acc.name}")
         return
-    resolution = hardware.resolve(name)
+    resolution = peaks.resolve(name)
     if resolution is None:
-        raise click.ClickException(hardware.unknown_message(name))
+        raise click.ClickException(peaks.unknown_message(name))
     acc = resolution.accelerator
     for warning in resolution.warnings:
         click.echo(f"warning: {warning}", err=True)
-    document = hardware.accelerator_json(acc, resolution.matched, resolution.scale)
+    document = peaks.accelerator_json(acc, resolution.matched, resolution.scale)
     if as_json:
         click.echo(json.dumps(document, indent=2))
         return
     click.echo(
         f"{'key':<12} {acc.key}\n{'name':<12} {acc.name}\n{'matched':<12} {resolution.matched}"
     )
-    for dtype in hardware.DTYPES:
+    for dtype in peaks.DTYPES:
         peak = resolution.peak_tflops(dtype)
         click.echo(f"{dtype:<12} {number(peak, 'g', missing='n/a')}")
     memory = number(acc.memory_gb, "g", missing="n/a")

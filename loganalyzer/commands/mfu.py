@@ -8,19 +8,19 @@ from typing import Any
 
 import click
 
-from loganalyzer import hardware
 from loganalyzer.commands.options import model_options, overrides_from_options
-from loganalyzer.flops import (
+from loganalyzer.flops import peaks
+from loganalyzer.flops.formulas import (
     FlopsResult,
     ShapeError,
     achieved,
     compute_flops,
 )
-from loganalyzer.formatting import number, percent
-from loganalyzer.model_shape import (
+from loganalyzer.flops.shape import (
     ModelShape,
     layered_shape,
 )
+from loganalyzer.render.numbers import number, percent
 
 _MFU_HELP = """Compute FLOPs per iteration, TFLOPS/GPU, MFU and HFU from numbers.
 
@@ -82,7 +82,7 @@ def mfu(
     resolution = _resolve_gpu(run.get("gpu"))
     if resolution is not None:
         warnings.extend(resolution.warnings)
-    peak = hardware.peak_json(resolution, dtype, run.get("peak_tflops"))
+    peak = peaks.peak_json(resolution, dtype, run.get("peak_tflops"))
     if peak is None and resolution is not None:
         warnings.append(f"{resolution.accelerator.key} has no {dtype} peak: pass --peak-tflops")
     elif peak is None:
@@ -96,7 +96,7 @@ def mfu(
         "step_time_s": step_time,
         "tokens_per_second": tokens_per_second,
         "num_gpus": num_gpus,
-        "gpu": None if resolution is None else hardware.resolution_json(resolution, "flag"),
+        "gpu": None if resolution is None else peaks.resolution_json(resolution, "flag"),
         "dtype": dtype,
         "recompute": run.get("recompute", "none"),
         "lora": bool(run.get("lora")),
@@ -148,12 +148,12 @@ def _flops(
         raise click.UsageError(str(exc)) from exc
 
 
-def _resolve_gpu(name: str | None) -> hardware.Resolution | None:
+def _resolve_gpu(name: str | None) -> peaks.Resolution | None:
     if name is None:
         return None
-    resolution = hardware.resolve(name)
+    resolution = peaks.resolve(name)
     if resolution is None:
-        raise click.BadParameter(hardware.unknown_message(name), param_hint="--gpu")
+        raise click.BadParameter(peaks.unknown_message(name), param_hint="--gpu")
     return resolution
 
 
@@ -166,7 +166,7 @@ def _flops_json(
     step_time: float | None,
     num_gpus: int | None,
     peak: dict[str, object] | None,
-    resolution: hardware.Resolution | None,
+    resolution: peaks.Resolution | None,
     dtype: str,
 ) -> dict[str, object]:
     peak_value = peak["tflops_per_gpu"] if peak is not None else None

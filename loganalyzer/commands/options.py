@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 import click
 
-from loganalyzer import hardware
-from loganalyzer.flops import (
+from loganalyzer.flops import peaks
+from loganalyzer.flops.formulas import (
     FORMULAS,
     RECOMPUTE,
 )
-from loganalyzer.model_shape import (
+from loganalyzer.flops.shape import (
     ModelShape,
     parse_moe_layer_freq,
     shape_from_hf_config,
@@ -95,8 +95,8 @@ def _model(ctx: click.Context, param: click.Parameter, value: str | None) -> Mod
 
 def _known_gpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Refuse an unknown accelerator before any input is read."""
-    if value is not None and hardware.resolve(value) is None:
-        raise click.BadParameter(hardware.unknown_message(value), ctx, param)
+    if value is not None and peaks.resolve(value) is None:
+        raise click.BadParameter(peaks.unknown_message(value), ctx, param)
     return value
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loganalyzer.formatting import number, percent
+from loganalyzer.render.numbers import number, percent
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:

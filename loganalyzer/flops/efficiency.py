@@ -12,10 +12,10 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer import hardware
 from loganalyzer.analysis import timed_records
 from loganalyzer.errors import UsageProblem
-from loganalyzer.flops import (
+from loganalyzer.flops import peaks
+from loganalyzer.flops.formulas import (
     FlopsResult,
     ShapeError,
     achieved,
@@ -25,14 +25,14 @@ from loganalyzer.flops import (
     tflops_per_gpu,
     utilisation,
 )
-from loganalyzer.model import MODEL_FACTS, RUN_FACTS, Run
-from loganalyzer.model_shape import (
+from loganalyzer.flops.shape import (
     ArgumentError,
     ModelShape,
     count_parameters,
     layered_shape,
     shape_from_megatron_args,
 )
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, Run
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class RunFacts:
     recompute: str | None
     formula: str
     lora: bool
-    gpu: hardware.Resolution | None
+    gpu: peaks.Resolution | None
     gpu_source: str | None
     peak_override: float | None
     origins: dict[str, str] = field(default_factory=dict)
@@ -144,16 +144,16 @@ def typical_global_batch(table: pl.DataFrame) -> int | None:
 
 def _gpu(
     flag: str | None, from_log: object, warnings: list[str]
-) -> tuple[hardware.Resolution | None, str | None]:
+) -> tuple[peaks.Resolution | None, str | None]:
     """The accelerator the user named (an unknown name is a usage error), else the log's
     (an unknown one is a warning and a null, never a guess)."""
     if flag:
-        found = hardware.resolve(flag)
+        found = peaks.resolve(flag)
         if found is None:
-            raise UsageProblem(f"--gpu: {hardware.unknown_message(flag)}")
+            raise UsageProblem(f"--gpu: {peaks.unknown_message(flag)}")
         return found, "flag"
     if from_log:
-        found = hardware.resolve(str(from_log))
+        found = peaks.resolve(str(from_log))
         if found is None:
             warnings.append(f"GPU {from_log!r} from the log is not in the peak table: pass --gpu")
             return None, None
@@ -260,7 +260,7 @@ def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
             warnings.append("precision unknown: bf16 assumed; pass --dtype")
     if facts.gpu is not None:
         warnings.extend(facts.gpu.warnings)
-    peak = hardware.peak_json(facts.gpu, dtype, facts.peak_override)
+    peak = peaks.peak_json(facts.gpu, dtype, facts.peak_override)
     if peak is None:
         if facts.gpu is None:
             warnings.append("GPU type unknown: pass --gpu (or --peak-tflops)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from loganalyzer.model_shape import ModelShape, ParamCounts, count_parameters
+from loganalyzer.flops.shape import ModelShape, ParamCounts, count_parameters
 
 FORMULAS = ("megatron", "palm", "6n", "megatron-paper")
 RECOMPUTE = ("none", "selective", "full")
