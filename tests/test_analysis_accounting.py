@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loganalyzer.analysis import analyse
-from loganalyzer.analysis.accounting import duration
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.numbers import duration
 from tests.analysis_factories import cumulative_timestamps, make_table
 
 NO_METRICS = empty_metrics()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from loganalyzer.analysis.restarts import Restart, Stall
 from loganalyzer.analysis.slow_steps import SlowSteps
 from loganalyzer.analysis.steady import Warmup
+from loganalyzer.render.numbers import duration
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,3 @@ def _summary(
     if outside > 0:
         sentence += f", and restarts and stalls added {duration(outside)} of wall-clock time"
     return sentence + "."
-
-
-def duration(seconds: float) -> str:
-    """A duration in the unit a reader takes in at a glance."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"

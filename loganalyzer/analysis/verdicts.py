@@ -16,8 +16,8 @@ from typing import Literal
 import polars as pl
 
 from loganalyzer.analysis import Analysis
-from loganalyzer.analysis.accounting import duration
 from loganalyzer.analysis.baseline import centred_median, noise_floor
+from loganalyzer.render.numbers import duration
 
 Severity = Literal["info", "warning", "critical"]
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
