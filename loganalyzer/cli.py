@@ -18,9 +18,11 @@ from loganalyzer import __version__
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import model_options, overrides_from_options
-from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
-from loganalyzer.load import load_run
+from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
+from loganalyzer.identity import describe_runs
+from loganalyzer.load import Loaded, load_runs
 from loganalyzer.registry import load_registry
+from loganalyzer.render.numbers import percent
 from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
 from loganalyzer.summary import build_summary
@@ -121,6 +123,18 @@ main.add_command(hardware_command)
     type=click.FloatRange(min=0, max=1),
     help="Exit 4 when the steady-state MFU is below this fraction (or unknown).",
 )
+@click.option(
+    "--split-runs",
+    is_flag=True,
+    help="Sources that hold several runs: report each on its own (--json gives a list).",
+)
+@click.option(
+    "--run",
+    "run_number",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Sources that hold several runs: report the N-th one listed.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 @model_options
 def summary(
@@ -130,6 +144,8 @@ def summary(
     warmup: int | None,
     slow_factor: float,
     fail_under_mfu: float | None,
+    split_runs: bool,
+    run_number: int | None,
     quiet: bool,
     **facts: Any,
 ) -> None:
@@ -139,40 +155,80 @@ def summary(
     recursively; files no parser recognises are listed as ignored). Model and hardware
     options override what the logs say and fill in what they lack.
 
+    Sources that hold several runs (a different model shape, GPU count or parallelism, or an
+    iteration counter that starts again from 1) are refused with the runs listed (exit 1):
+    pick one with --run N, or report each with --split-runs.
+
     \b
     Examples:
       loganalyzer summary slurm-1234.out --gpu h100-sxm
       loganalyzer summary logs/ --json > summary.json
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
+      loganalyzer summary benchmarks/ --split-runs --gpu v100-sxm2
     """
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
     token = READ_PROGRESS.set(None if quiet else _ReadProgress())
     try:
-        loaded = load_run(
+        runs = load_runs(
             list(sources), registry, forced_format, progress=None if quiet else _progress
         )
     finally:
         READ_PROGRESS.reset(token)
-    document = build_summary(
-        loaded, overrides_from_options(**facts), warmup=warmup, slow_factor=slow_factor
-    )
+    runs = _chosen_runs(runs, sources, split_runs, run_number)
+    options = overrides_from_options(**facts)
+    documents = [
+        build_summary(loaded, options, warmup=warmup, slow_factor=slow_factor) for loaded in runs
+    ]
     if not quiet:
-        for skipped in loaded.ignored:
+        for skipped in runs[0].ignored:
             click.echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
-        for warning in document["warnings"]:
-            click.echo(f"warning: {warning}", err=True)
+        if as_json:  # the terminal summary shows its warnings itself
+            for document in documents:
+                for warning in document["warnings"]:
+                    click.echo(f"warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
+        shown: object = documents if split_runs else documents[0]
+        click.echo(json.dumps(shown, indent=2, allow_nan=False, default=str))
     else:
-        click.echo(render_summary(document))
+        click.echo(
+            "\n\n".join(
+                (f"Run {n} of {len(documents)}\n" if split_runs else "") + render_summary(doc)
+                for n, doc in enumerate(documents, 1)
+            )
+        )
     if fail_under_mfu is not None:
-        mfu_value = (document["flops"] or {}).get("mfu")
-        if mfu_value is None or mfu_value < fail_under_mfu:
-            shown = "unknown" if mfu_value is None else f"{mfu_value:.4f}"
-            raise GateFailedError(f"steady-state MFU {shown} is below {fail_under_mfu}")
+        for document in documents:
+            gate_mfu(document, fail_under_mfu)
+
+
+def _chosen_runs(
+    runs: list[Loaded], sources: tuple[str, ...], split_runs: bool, run_number: int | None
+) -> list[Loaded]:
+    """All runs with --split-runs, the N-th with --run N; else the one run there must be."""
+    if split_runs and run_number is not None:
+        raise click.UsageError("give --split-runs or --run N, not both")
+    if run_number is not None:
+        if run_number > len(runs):
+            raise click.BadParameter(
+                f"{run_number}: the sources hold {len(runs)} run(s)", param_hint="--run"
+            )
+        return [runs[run_number - 1]]
+    if len(runs) > 1 and not split_runs:
+        raise SeveralRunsError(describe_runs([loaded.run for loaded in runs]), ", ".join(sources))
+    return runs
+
+
+def gate_mfu(document: dict[str, Any], fail_under: float) -> None:
+    """--fail-under-mfu: exit 4 when the steady-state MFU is below the bar or unknown."""
+    mfu_value = (document["flops"] or {}).get("mfu")
+    if mfu_value is None or mfu_value < fail_under:
+        # one decimal, unless it would print the MFU equal to the bar it fails
+        decimals = 1 if percent(mfu_value) != percent(fail_under) else 3
+        shown, bar = percent(mfu_value, decimals), percent(fail_under, decimals)
+        raise GateFailedError(f"steady-state MFU {shown} is below {bar}")
 
 
 @main.command()

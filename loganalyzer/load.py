@@ -1,4 +1,4 @@
-"""From the SOURCE arguments to one validated Run: expand, detect, parse, merge."""
+"""From the SOURCE arguments to validated Runs: expand, detect, parse, tell runs apart, merge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loganalyzer.errors import InputError, UnrecognisedSourceError
+from loganalyzer.errors import InputError, SeveralRunsError, UnrecognisedSourceError
+from loganalyzer.identity import describe_runs, group_runs, split_from_scratch
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, format_scores, scores
@@ -35,7 +36,22 @@ def load_run(
     forced_format: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Loaded:
-    """Read every source named into one Run.
+    """Read every source named into one Run; sources that hold several runs (see
+    `loganalyzer.identity`) are refused with the runs listed (SeveralRunsError, exit 1)."""
+    runs = load_runs(names, registry, forced_format, progress)
+    if len(runs) > 1:
+        raise SeveralRunsError(describe_runs([loaded.run for loaded in runs]), ", ".join(names))
+    return runs[0]
+
+
+def load_runs(
+    names: Sequence[str],
+    registry: Registry,
+    forced_format: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Loaded]:
+    """Read every source named into the runs they hold, in the order the runs started; each
+    run's files and launches merged into one Run (restarts as segments).
 
     A file named explicitly that no parser recognises is an error (exit 3, with the scores),
     and one that cannot be read or holds nothing usable is an error too (exit 1). A file found
@@ -74,6 +90,10 @@ def load_run(
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )
-    run = merge_runs(runs)
-    validate_run(run)
-    return Loaded(run, ignored)
+    parts = [part for run in runs for part in split_from_scratch(run)]
+    loaded = []
+    for grouped in group_runs(parts):
+        run = merge_runs(grouped)
+        validate_run(run)
+        loaded.append(Loaded(run, ignored))
+    return loaded

@@ -18,7 +18,7 @@ from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
 RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
 
 
-def _order_key(run: Run) -> tuple[int, object, int, str]:
+def order_key(run: Run) -> tuple[int, object, int, str]:
     table = run.table
     first_stamp = table["timestamp"].drop_nulls().min() if table.height else None
     first_iteration = table["iteration"].min() if table.height else None
@@ -36,7 +36,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
     """One Run from several; a single run is returned unchanged."""
     if len(runs) == 1:
         return runs[0]
-    ordered = sorted(runs, key=_order_key)
+    ordered = sorted(runs, key=order_key)
     tables = []
     offset = 0
     for position, run in enumerate(ordered):

@@ -147,12 +147,16 @@ def _flops(efficiency: Efficiency, formula: str) -> dict[str, Any]:
 
 
 def _slow_steps(analysis: Analysis) -> list[dict[str, Any]]:
-    """Isolated and periodic slow records, then sustained slowdowns as single events."""
+    """Isolated, stalled and periodic slow records, then sustained slowdowns as single events;
+    every entry gives the iterations it covers (`first_iteration`, `last_iteration`) and the
+    log `interval`, and `iteration` is always a real record."""
     steps: list[dict[str, Any]] = [dataclasses.asdict(s) for s in analysis.slow.steps]
     for event in analysis.slow.sustained:
         entry = dataclasses.asdict(event)
         entry["kind"] = "sustained"
-        entry["iteration"] = event.start_iteration
+        entry["iteration"] = event.first_record
+        entry["first_iteration"] = event.start_iteration
+        entry["last_iteration"] = event.end_iteration
         entry["ratio"] = event.factor
         steps.append(entry)
     return steps

@@ -28,7 +28,7 @@ def test_logged_time_splits_into_productive_warmup_and_slow_steps() -> None:
     assert time.productive_s == pytest.approx(100.0)
     assert (time.redone_s, time.restart_gaps_s, time.stalls_s, time.restarts_s) == (0, 0, 0, 0)
     assert time.summary == (
-        "Of 105 s logged, 100 s (95%) ran at the steady pace; 2 s went to slow steps, "
+        "Of 105 s logged, 100 s (95.2 %) ran at the steady pace; 2 s went to slow steps, "
         "3 s to warm-up and 0 s to redone work."
     )
 

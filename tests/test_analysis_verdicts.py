@@ -64,9 +64,9 @@ def test_mfu_below_similar_sized_published_runs() -> None:
     assert verdict == Verdict(
         "warning",
         "MFU_BELOW_REFERENCE",
-        "MFU 0.30 is below what published runs of bf16 on H100 of similar size reached "
-        "0.39-0.464 (MPT-7B llm-foundry 0.464 on 8 devices, mosaicml/llm-foundry "
-        "scripts/train/benchmarking/README.md; torchtitan Llama 3.1 8B 0.39 on 8 devices, "
+        "MFU 30.0 % is below what published runs of bf16 on H100 of similar size reached "
+        "39.0 % to 46.4 % (MPT-7B llm-foundry 46.4 % on 8 devices, mosaicml/llm-foundry "
+        "scripts/train/benchmarking/README.md; torchtitan Llama 3.1 8B 39.0 % on 8 devices, "
         "pytorch/torchtitan docs/performance.md)",
     )
 
@@ -88,7 +88,7 @@ def test_without_size_all_runs_on_the_hardware_form_the_band() -> None:
     # H100 bf16 runs range from torchtitan 405B (0.29) to MPT-7B (0.464).
     (verdict,) = verdicts_for(mfu_inputs(0.30, params=None))
     assert verdict.code == "MFU_WITHIN_REFERENCE"
-    assert "runs of bf16 on H100 reached 0.29-0.464" in verdict.message
+    assert "runs of bf16 on H100 reached 29.0 % to 46.4 %" in verdict.message
 
 
 def test_fp16_compares_with_mixed_precision_runs() -> None:
@@ -96,13 +96,15 @@ def test_fp16_compares_with_mixed_precision_runs() -> None:
     # BLOOM 176B (bf16, 0.48), OPT 175B (fp16, 0.47).
     (verdict,) = verdicts_for(mfu_inputs(0.30, key="a100-sxm4-80gb", dtype="fp16", params=70e9))
     assert verdict.code == "MFU_BELOW_REFERENCE"
-    assert "runs of fp16 on A100 of similar size reached 0.375-0.533" in verdict.message
+    assert "runs of fp16 on A100 of similar size reached 37.5 % to 53.3 %" in verdict.message
 
 
 def test_no_reference_for_the_hardware() -> None:
     (verdict,) = verdicts_for(mfu_inputs(0.30, key="mi300x"))
     assert verdict == Verdict(
-        "info", "MFU_NO_REFERENCE", "no published run of bf16 on MI300X to compare MFU 0.30 against"
+        "info",
+        "MFU_NO_REFERENCE",
+        "no published run of bf16 on MI300X to compare MFU 30.0 % against",
     )
 
 
@@ -110,7 +112,7 @@ def test_implausibly_high_mfu_on_a_gpu_but_not_on_a_tpu() -> None:
     verdicts = verdicts_for(mfu_inputs(0.80))
     assert codes(verdicts) == ["MFU_IMPLAUSIBLY_HIGH", "MFU_ABOVE_REFERENCE"]
     assert verdicts[0].severity == "critical"
-    assert "MFU 0.80 is above 0.75" in verdicts[0].message
+    assert "MFU 80.0 % is above 75.0 %" in verdicts[0].message
     assert "MFU_IMPLAUSIBLY_HIGH" not in codes(verdicts_for(mfu_inputs(0.80, key="tpu-v4")))
 
 
@@ -126,8 +128,8 @@ def test_reported_tflops_mismatch_beyond_the_explained_ratio(
     assert codes(verdicts) == (["REPORTED_TFLOPS_MISMATCH"] if flagged else [])
     if ratio == 1.33 and flagged:
         assert verdicts[0].message.startswith(
-            "recomputed TFLOPS are 1.33x the framework's own figure where the formula "
-            "differences explain 1.00x: +33% unexplained (tolerance 10%)"
+            "recomputed TFLOPS are 1.33× the framework's own figure where the formula "
+            "differences explain 1.00×: +33.0 % unexplained (tolerance 10.0 %)"
         )
 
 
@@ -142,12 +144,12 @@ def test_loss_spike_and_skipped_iterations_at_a_slow_step() -> None:
     verdicts = verdicts_for(NO_MFU, table)
     by_code = {v.code: v for v in verdicts}
     assert by_code["LOSS_SPIKE_AT_SLOW_STEP"].message.startswith(
-        "1 slow step(s) coincide with a loss spike: iteration 41 (loss 2.6 against a local "
-        "median of 2, step 3.00x baseline)"
+        "1 slow step coincides with a loss spike: iteration 41 (loss 2.6 against a local "
+        "median of 2, step 3.00× the baseline)"
     )
     assert by_code["NAN_OR_SKIPPED_AT_SLOW_STEP"].message == (
-        "1 slow step(s) skipped iterations or hit NaNs: "
-        "iteration 81 (3 skipped, 0 NaN, step 2.00x baseline)"
+        "1 slow step skipped iterations or hit NaNs: "
+        "iteration 81 (3 skipped, 0 NaN, step 2.00× the baseline)"
     )
 
 
@@ -164,16 +166,17 @@ def test_slow_step_verdicts_carry_their_numbers() -> None:
     assert by_code["SLOW_STEPS"] == Verdict(
         "info",
         "SLOW_STEPS",
-        "1 isolated slow step(s) above 1.50x their baseline cost 3 s (0.3% of the logged "
-        "17.7 min); the worst, iteration 501, took 4 s against 1 s (4.00x)",
+        "1 isolated slow record above the baseline cost 3 s (0.3 % of the logged "
+        "17.7 min); the worst, iteration 501, took 4 s against 1 s (4.00×): 3 s lost",
     )
     assert by_code["PERIODIC_SLOW_STEPS"].message == (
-        "10 slow steps recur every 100 iterations (iterations 100-1000, median 2.00x baseline), "
-        "typically checkpoint saves or evaluation; they cost 10 s (0.9% of the logged 17.7 min)"
+        "10 slow steps recur every 100 iterations (iterations 100–1000, median 2.00× the "
+        "baseline), typically checkpoint saves or evaluation; they cost 10 s (0.9 % of the "
+        "logged 17.7 min)"
     )
     assert by_code["SUSTAINED_SLOWDOWN"].message == (
-        "iterations 721-770 ran at 2 s per step, 2.00x the pace of 1 s, for 50 iterations: "
-        "50 s lost (4.7% of the logged 17.7 min)"
+        "iterations 721–770 ran at 2 s per iteration, 2.00× the pace of 1 s, for 50 "
+        "iterations: 50 s lost (4.7 % of the logged 17.7 min)"
     )
 
 
@@ -182,8 +185,8 @@ def test_step_time_drift() -> None:
     (verdict,) = verdicts_for(NO_MFU, make_table(steps))
     assert verdict.code == "STEP_TIME_DRIFT"
     assert verdict.message == (
-        "the steady step time rose 27%, from a median of 1.01 s over iterations 1-100 to "
-        "1.29 s over iterations 901-1000 (first and last tenth of 1000 steady records)"
+        "the steady step time rose 26.6 %, from a median of 1.015 s over iterations 1–100 to "
+        "1.285 s over iterations 901–1000 (first and last tenth of 1000 steady records)"
     )
 
 
@@ -194,13 +197,13 @@ def test_restart_and_stall_verdicts() -> None:
         Verdict(
             "warning",
             "RESTARTS_LOST_TIME",
-            "1 restart(s) cost 10.8 min: 10.0 min of gaps (known for 1 of 1) and 50 redone "
+            "1 restart cost 10.8 min: 10.0 min of gaps (known for 1 of 1) and 50 redone "
             "iterations (50 s at the steady pace of 1 s)",
         ),
         Verdict(
             "warning",
             "STALLS",
-            "1 stall(s) inside a run segment added 2.0 min that the step times do not show; the "
+            "1 stall inside a run segment added 2.0 min that the step times do not show; the "
             "longest, 2.0 min, came between iterations 300 and 301",
         ),
     ]
@@ -215,7 +218,7 @@ def test_straggler_rank_and_severity_order() -> None:
     verdicts = judge(analysis, table, mfu_inputs(0.80))
     assert codes(verdicts) == ["MFU_IMPLAUSIBLY_HIGH", "STRAGGLER_RANK", "MFU_ABOVE_REFERENCE"]
     assert verdicts[1].message == (
-        "timer/backward-compute: rank 3 takes 300 ms, 1.50x the median rank's 200 ms over 4 ranks"
+        "timer/backward-compute: rank 3 takes 300 ms, 1.50× the median rank's 200 ms over 4 ranks"
     )
 
 
@@ -227,6 +230,6 @@ def test_below_references_of_a_very_different_size_is_only_information() -> None
     """A 30M-parameter model under published 7B+ runs: worth knowing, not a warning."""
     (verdict,) = verdicts_for(mfu_inputs(0.02, params=3e7))
     assert (verdict.severity, verdict.code) == ("info", "MFU_BELOW_REFERENCE")
-    assert "bf16 on H100 (none within 10x of this model's size)" in verdict.message
+    assert "bf16 on H100 (none within 10× of this model's size)" in verdict.message
     (sized,) = verdicts_for(mfu_inputs(0.02, params=7e9))
     assert sized.severity == "critical"

@@ -139,7 +139,7 @@ def test_fail_under_mfu_gate_exits_4() -> None:
         main, ["summary", "-q", path, "--gpu", "v100-sxm2", "--fail-under-mfu", "0.5"]
     )
     assert low.exit_code == 4
-    assert "steady-state MFU 0.1152 is below 0.5" in low.stderr
+    assert "steady-state MFU 11.5 % is below 50.0 %" in low.stderr
     ok = CliRunner().invoke(
         main, ["summary", "-q", path, "--gpu", "v100-sxm2", "--fail-under-mfu", "0.1"]
     )

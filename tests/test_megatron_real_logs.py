@@ -110,16 +110,17 @@ def test_summary_matches_grep(
     divisor: int,
     world: int | None,
 ) -> None:
-    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(shared_logs / name)])
+    args = ["summary", "-q", "--json", "--split-runs", str(shared_logs / name)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert doc["iterations"]["logged"] == records
-    assert doc["iterations"]["first"] == first
-    assert doc["iterations"]["last"] == last
-    assert doc["step_time_s"]["min"] == pytest.approx(low / divisor, rel=1e-12)
-    assert doc["step_time_s"]["max"] == pytest.approx(high / divisor, rel=1e-12)
-    assert doc["run"]["num_gpus"] == world
-    assert doc["sources"][0]["format"] == "megatron"
+    docs = json.loads(result.stdout)  # one document per run the log holds
+    assert sum(doc["iterations"]["logged"] for doc in docs) == records
+    assert min(doc["iterations"]["first"] for doc in docs) == first
+    assert max(doc["iterations"]["last"] for doc in docs) == last
+    assert min(doc["step_time_s"]["min"] for doc in docs) == pytest.approx(low / divisor, 1e-12)
+    assert max(doc["step_time_s"]["max"] for doc in docs) == pytest.approx(high / divisor, 1e-12)
+    assert {doc["run"]["num_gpus"] for doc in docs} == {world}
+    assert {doc["sources"][0]["format"] for doc in docs} == {"megatron"}
 
 
 def test_arguments_only_log_gives_config_and_a_warning(shared_logs: Path) -> None:
@@ -135,14 +136,15 @@ def test_arguments_only_log_gives_config_and_a_warning(shared_logs: Path) -> Non
 
 
 def test_bigscience_directory_reads_every_megatron_file(shared_logs: Path) -> None:
-    """A directory mixing Megatron and HF+DeepSpeed logs: Megatron files read, others listed."""
+    """A directory of three runs, each from iteration 1: every Megatron file read, one run
+    each."""
     result = CliRunner().invoke(
-        main, ["summary", "--json", str(shared_logs / "bigscience/gpt2-meg")]
+        main, ["summary", "--json", "--split-runs", str(shared_logs / "bigscience/gpt2-meg")]
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert sorted(s["records"] for s in doc["sources"]) == [3, 4, 20]
-    assert doc["iterations"]["logged"] == 27
+    docs = json.loads(result.stdout)
+    assert sorted(doc["sources"][0]["records"] for doc in docs) == [3, 4, 20]
+    assert sorted(doc["iterations"]["logged"] for doc in docs) == [3, 4, 20]
 
 
 # The bigscience runs are on V100s (their notes); excerpts run without hardware facts.
@@ -154,12 +156,15 @@ def test_verdicts_match_golden(shared_logs: Path, name: str) -> None:
     """The verdicts for each real log, with the numbers a reader checks by hand: MFU against
     the V100 fp16 reference (PaLM's recomputation of GPT-3: 0.213), restarts, stalls."""
     gpu = ["--gpu", "v100-sxm2"] if name.startswith("bigscience/") else []
-    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(shared_logs / name), *gpu])
+    args = ["summary", "-q", "--json", "--split-runs", str(shared_logs / name), *gpu]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    lines = [f"{v['severity']} {v['code']}: {v['message']}" for v in doc["verdicts"]]
-    lines.append(f"warm-up records: {[w['records'] for w in doc['warmup']]}")
-    lines.append(f"slow steps: {[(s['iteration'], s['kind']) for s in doc['slow_steps']]}")
-    lines.append(f"time: {doc['time']['summary']}")
+    lines = []
+    for doc in json.loads(result.stdout):
+        lines += [f"{v['severity']} {v['code']}: {v['message']}" for v in doc["verdicts"]]
+        lines.append(f"warm-up records: {[w['records'] for w in doc['warmup']]}")
+        slow = [(s["first_iteration"], s["last_iteration"], s["kind"]) for s in doc["slow_steps"]]
+        lines.append(f"slow steps: {slow}")
+        lines.append(f"time: {doc['time']['summary']}")
     golden = "shared/" + name.replace("/", "__") + ".verdicts.txt"
     assert_golden(golden, "\n".join(lines) + "\n")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from loganalyzer.analysis.restarts import Restart, Stall
 from loganalyzer.analysis.slow_steps import SlowSteps
 from loganalyzer.analysis.steady import Warmup
-from loganalyzer.render.numbers import duration
+from loganalyzer.render.numbers import duration, percent
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ def _summary(
         return "No timed records were logged."
     share = productive / logged
     sentence = (
-        f"Of {duration(logged)} logged, {duration(productive)} ({share:.0%}) ran at the steady "
-        f"pace; {duration(slow)} went to slow steps, {duration(warmup)} to warm-up and "
+        f"Of {duration(logged)} logged, {duration(productive)} ({percent(share)}) ran at the "
+        f"steady pace; {duration(slow)} went to slow steps, {duration(warmup)} to warm-up and "
         f"{duration(redone)} to redone work"
     )
     if outside > 0:

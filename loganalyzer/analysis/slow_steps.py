@@ -2,11 +2,15 @@
 
 A record is slow when its step time exceeds the threshold * its local baseline (see
 `baseline`): the threshold is `slow_factor`, raised to the run's noise floor where the run is
-noisier than that. Slow records are `periodic` when they recur at a fixed iteration period
-(see `periodic`), else `spike`. A lasting shift of the baseline above `slow_factor` * the pace is
-one `Sustained` event. Time lost is the excess over the baseline * the iterations a record
-covers; inside a sustained event, the shift's share goes to the event and only the rest to
-a spike there, so nothing is counted twice.
+noisier than that. A record that averages `interval` iterations is judged by the time it lost:
+it is slow when its excess is what one iteration at `slow_factor` * the baseline would have
+added (the relative excess over `interval`), still above the noise floor. One iteration that
+stalled is far likelier than ten that ran slowly, so such a record, where the interval is
+above 1, is a `stall` of its excess time. Slow records are `periodic` when they recur at a
+fixed iteration period (see `periodic`), else `spike` (or `stall`). A lasting shift of the
+baseline above `slow_factor` * the pace is one `Sustained` event. Time lost is the excess over
+the baseline * the iterations a record covers; inside a sustained event, the shift's share
+goes to the event and only the rest to a spike there, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -20,14 +24,18 @@ from loganalyzer.analysis.baseline import noise_floor, with_baseline
 from loganalyzer.analysis.periodic import find_periods
 from loganalyzer.analysis.phases import phase_growth
 
-SlowKind = Literal["spike", "periodic"]
+SlowKind = Literal["spike", "stall", "periodic"]
 
 
 @dataclass(frozen=True)
 class SlowStep:
-    """One slow record; `phase` is the timer that grew the most there, where timers exist."""
+    """One slow record, covering `first_iteration`..`last_iteration` (= `iteration`, the
+    record's own number; `interval` iterations); `phase` is the timer that grew the most
+    there, where timers exist."""
 
     iteration: int
+    first_iteration: int
+    last_iteration: int
     segment: int
     interval: int
     step_time_s: float
@@ -42,11 +50,16 @@ class SlowStep:
 
 @dataclass(frozen=True)
 class Sustained:
-    """A lasting slowdown: the baseline stayed above `slow_factor` * the pace."""
+    """A lasting slowdown: the baseline stayed above `slow_factor` * the pace, over the
+    records `first_record`..`last_record` (real records), which cover the iterations
+    `start_iteration`..`end_iteration` (= `last_record`); `interval` is their log interval."""
 
     segment: int
     start_iteration: int
     end_iteration: int
+    first_record: int
+    last_record: int
+    interval: int
     records: int
     iterations: int
     step_time_s: float
@@ -92,8 +105,10 @@ def find_slow_steps(
         )
     framed, pace = with_baseline(recs, slow_factor)
     excess = framed.select(pl.col("step") / pl.col("level") - 1).to_series()
-    threshold = max(slow_factor - 1.0, noise_floor(excess))
-    labelled = framed.with_columns(slow=excess > threshold)
+    noise = noise_floor(excess)
+    threshold = max(slow_factor - 1.0, noise)
+    per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
+    labelled = framed.with_columns(slow=(pl.col("step") / pl.col("level") - 1) > per_record)
     rows = _steps(labelled.filter("slow"), metrics)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
@@ -114,15 +129,19 @@ def _steps(slow: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
     phases = phase_growth(metrics, slow["iteration"])
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
         "iteration",
+        pl.col("first").alias("first_iteration"),
+        pl.col("iteration").alias("last_iteration"),
         "segment",
         "interval",
         pl.col("step").alias("step_time_s"),
         pl.col("level").alias("baseline_s"),
         (pl.col("step") / pl.col("level")).alias("ratio"),
         ((pl.col("step") - pl.col("level")) * pl.col("interval")).alias("lost_s"),
-        pl.when(pl.col("period").is_null())
-        .then(pl.lit("spike"))
-        .otherwise(pl.lit("periodic"))
+        pl.when(pl.col("period").is_not_null())
+        .then(pl.lit("periodic"))
+        .when(pl.col("interval") > 1)
+        .then(pl.lit("stall"))
+        .otherwise(pl.lit("spike"))
         .alias("kind"),
         pl.col("period").alias("period_iterations"),
         "phase",
@@ -139,6 +158,9 @@ def _sustained(labelled: pl.DataFrame, pace: float) -> tuple[Sustained, ...]:
             pl.col("segment").first(),
             pl.col("first").first().alias("start_iteration"),
             pl.col("iteration").last().alias("end_iteration"),
+            pl.col("iteration").first().alias("first_record"),
+            pl.col("iteration").last().alias("last_record"),
+            pl.col("interval").median().cast(pl.Int64).alias("interval"),
             pl.len().alias("records"),
             pl.col("interval").sum().alias("iterations"),
             pl.col("step").median().alias("step_time_s"),

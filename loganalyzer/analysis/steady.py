@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.render.numbers import plural, ratio
+
 # Leading records above this multiple of the pace are warm-up. Lower than the slow-step
 # factor: the tail of a warm-up is only mildly slow (Megatron's first record averages
 # start-up into its interval: 1.15x in the bigscience 3D runs), and only leading records
@@ -125,8 +127,8 @@ def _reason(warmup: int | None, records: int, peak_ratio: float | None) -> str:
     if warmup is not None:
         return f"--warmup {warmup}: the first {warmup} iterations of each segment are excluded"
     if records == 0:
-        return f"no leading record above {WARMUP_FACTOR}x the pace"
+        return f"no leading record above {ratio(WARMUP_FACTOR)} the pace"
     return (
-        f"the first {records} record(s) ran above {WARMUP_FACTOR}x the pace "
-        f"(up to {peak_ratio:.2f}x): compilation and start-up"
+        f"the first {plural(records, 'record')} ran above {ratio(WARMUP_FACTOR)} the pace "
+        f"(up to {ratio(peak_ratio)}): compilation and start-up"
     )

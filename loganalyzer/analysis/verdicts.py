@@ -17,7 +17,15 @@ import polars as pl
 
 from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.baseline import centred_median, noise_floor
-from loganalyzer.render.numbers import duration
+from loganalyzer.analysis.slow_steps import Sustained
+from loganalyzer.render.numbers import (
+    duration,
+    iterations,
+    percent,
+    plural,
+    ratio,
+    seconds,
+)
 
 Severity = Literal["info", "warning", "critical"]
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -138,7 +146,8 @@ def _mfu_verdicts(inputs: MfuInputs) -> list[Verdict]:
             Verdict(
                 "critical",
                 "MFU_IMPLAUSIBLY_HIGH",
-                f"MFU {inputs.mfu:.2f} is above {IMPLAUSIBLE_MFU:.2f}, which no published GPU "
+                f"MFU {percent(inputs.mfu)} is above {percent(IMPLAUSIBLE_MFU)}, which no "
+                "published GPU "
                 "training run reaches: check the GPU count, the dtype's peak and the FLOP "
                 "formula's inputs",
             )
@@ -159,7 +168,7 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     ]
     label = f"{inputs.dtype} on {family.upper()}"
     if not peers:
-        message = f"no published run of {label} to compare MFU {mfu:.2f} against"
+        message = f"no published run of {label} to compare MFU {percent(mfu)} against"
         return [Verdict("info", "MFU_NO_REFERENCE", message)]
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
     # Published runs of a very different size say little about this one: below them is
@@ -170,21 +179,22 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     if sized:
         peers, label = sized, f"{label} of similar size"
     elif size_unlike:
-        label = f"{label} (none within {UNLIKE_SIZE_FACTOR:g}x of this model's size)"
+        label = f"{label} (none within {ratio(UNLIKE_SIZE_FACTOR, 0)} of this model's size)"
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
     low, high = peers[-1].mfu, peers[0].mfu
     listed = "; ".join(_describe(ref) for ref in peers[:_LISTED])
-    band = f"{low:.3g}-{high:.3g}" if low != high else f"{low:.3g}"
+    band = f"{percent(low)} to {percent(high)}" if low != high else percent(low)
     where = f"published runs of {label} reached {band} ({listed})"
     if mfu >= low:
         above = mfu > high
         code = "MFU_ABOVE_REFERENCE" if above else "MFU_WITHIN_REFERENCE"
         relation = "above what" if above else "within what"
-        return [Verdict("info", code, f"MFU {mfu:.2f} is {relation} {where}")]
+        return [Verdict("info", code, f"MFU {percent(mfu)} is {relation} {where}")]
     severity: Severity = "critical" if mfu < CRITICAL_SHARE_OF_REFERENCE * low else "warning"
     if size_unlike:
         severity = "info"
-    return [Verdict(severity, "MFU_BELOW_REFERENCE", f"MFU {mfu:.2f} is below what {where}")]
+    message = f"MFU {percent(mfu)} is below what {where}"
+    return [Verdict(severity, "MFU_BELOW_REFERENCE", message)]
 
 
 def _similar_size(ref: ReferenceRun, params: float | None, factor: float = SIZE_FACTOR) -> bool:
@@ -196,21 +206,22 @@ def _similar_size(ref: ReferenceRun, params: float | None, factor: float = SIZE_
 
 def _describe(ref: ReferenceRun) -> str:
     devices = f" on {ref.num_devices} devices" if ref.num_devices else ""
-    return f"{ref.run} {ref.mfu:.3g}{devices}, {ref.source}"
+    return f"{ref.run} {percent(ref.mfu)}{devices}, {ref.source}"
 
 
 def _tflops_mismatch(inputs: MfuInputs) -> list[Verdict]:
-    ratio = inputs.recomputed_over_reported
-    if ratio is None:
+    found = inputs.recomputed_over_reported
+    if found is None:
         return []
     expected = inputs.expected_ratio if inputs.expected_ratio is not None else 1.0
-    off = ratio / expected - 1
+    off = found / expected - 1
     if abs(off) <= TFLOPS_TOLERANCE:
         return []
     message = (
-        f"recomputed TFLOPS are {ratio:.2f}x the framework's own figure where the formula "
-        f"differences explain {expected:.2f}x: {off:+.0%} unexplained (tolerance "
-        f"{TFLOPS_TOLERANCE:.0%}); check the GPU count, the model shape and the batch size"
+        f"recomputed TFLOPS are {ratio(found)} the framework's own figure where the formula "
+        f"differences explain {ratio(expected)}: {'+' if off > 0 else ''}{percent(off)} "
+        f"unexplained (tolerance {percent(TFLOPS_TOLERANCE)}); check the GPU count, the model "
+        "shape and the batch size"
     )
     return [Verdict("warning", "REPORTED_TFLOPS_MISMATCH", message)]
 
@@ -222,42 +233,57 @@ def _lost_severity(lost_s: float, analysis: Analysis) -> Severity:
 
 def _share(lost_s: float, analysis: Analysis) -> str:
     logged = analysis.time.logged_s
-    return f"{lost_s / logged:.1%} of the logged {duration(logged)}" if logged > 0 else ""
+    return f"{percent(lost_s / logged)} of the logged {duration(logged)}" if logged > 0 else ""
 
 
 def _slow_step_verdicts(analysis: Analysis) -> list[Verdict]:
     slow = analysis.slow
     verdicts = []
-    spikes = [s for s in slow.steps if s.kind == "spike"]
+    spikes = [s for s in slow.steps if s.kind in ("spike", "stall")]
     if spikes:
         lost = sum(s.lost_s for s in spikes)
-        worst = max(spikes, key=lambda s: (s.ratio, -s.iteration))
+        worst = max(spikes, key=lambda s: (s.lost_s, -s.iteration))
+        span = iterations(worst.first_iteration, worst.last_iteration)
+        took = "averaged" if worst.interval > 1 else "took"
         message = (
-            f"{len(spikes)} isolated slow step(s) above {slow.threshold:.2f}x their baseline "
-            f"cost {duration(lost)} ({_share(lost, analysis)}); the worst, iteration "
-            f"{worst.iteration}, took {worst.step_time_s:.3g} s against {worst.baseline_s:.3g} s "
-            f"({worst.ratio:.2f}x)"
+            f"{plural(len(spikes), 'isolated slow record')} above the baseline cost "
+            f"{duration(lost)} ({_share(lost, analysis)}); the worst, {span}, {took} "
+            f"{seconds(worst.step_time_s)} against {seconds(worst.baseline_s)} "
+            f"({ratio(worst.ratio)}): {duration(worst.lost_s)} lost"
         )
+        if worst.kind == "stall":
+            message += (
+                f", most likely one iteration that stalled for {duration(worst.lost_s)} rather "
+                f"than {worst.interval} slow ones"
+            )
         verdicts.append(Verdict(_lost_severity(lost, analysis), "SLOW_STEPS", message))
     for pattern in slow.periodic:
         message = (
             f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
-            f"iterations (iterations {pattern.first_iteration}-{pattern.last_iteration}, median "
-            f"{pattern.median_ratio:.2f}x baseline), typically checkpoint saves or evaluation; "
+            f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
+            f"{ratio(pattern.median_ratio)} the baseline), typically checkpoint saves or "
+            "evaluation; "
             f"they cost {duration(pattern.lost_s)} ({_share(pattern.lost_s, analysis)})"
         )
         severity = _lost_severity(pattern.lost_s, analysis)
         verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message))
     for event in slow.sustained:
         message = (
-            f"iterations {event.start_iteration}-{event.end_iteration} ran at "
-            f"{event.step_time_s:.3g} s per step, {event.factor:.2f}x the pace of "
-            f"{event.baseline_s:.3g} s, for {event.iterations} iterations: "
+            f"{iterations(event.start_iteration, event.end_iteration)}{_records(event)} ran at "
+            f"{seconds(event.step_time_s)} per iteration, {ratio(event.factor)} the pace of "
+            f"{seconds(event.baseline_s)}, for {plural(event.iterations, 'iteration')}: "
             f"{duration(event.lost_s)} lost ({_share(event.lost_s, analysis)})"
         )
         severity = _lost_severity(event.lost_s, analysis)
         verdicts.append(Verdict(severity, "SUSTAINED_SLOWDOWN", message))
     return verdicts
+
+
+def _records(event: Sustained) -> str:
+    """Which records a slowdown spans, where they average several iterations each."""
+    if event.interval <= 1:
+        return ""
+    return f" ({plural(event.records, 'record')}, {event.first_record} to {event.last_record})"
 
 
 def _slow_frame(analysis: Analysis) -> pl.DataFrame:
@@ -288,12 +314,13 @@ def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
     if spikes.height:
         listed = ", ".join(
             f"iteration {row['iteration']} (loss {row['loss']:.4g} against a local median of "
-            f"{row['median']:.4g}, step {row['ratio']:.2f}x baseline)"
+            f"{row['median']:.4g}, step {ratio(row['ratio'])} the baseline)"
             for row in spikes.head(_LISTED).iter_rows(named=True)
         )
         message = (
-            f"{spikes.height} slow step(s) coincide with a loss spike: {listed}; a data or "
-            "numerics problem can slow a step (recovery, re-tries) as well as the loss"
+            f"{plural(spikes.height, 'slow step')} "
+            f"{'coincides' if spikes.height == 1 else 'coincide'} with a loss spike: {listed}; "
+            "a data or numerics problem can slow a step (recovery, re-tries) as well as the loss"
         )
         verdicts.append(Verdict("warning", "LOSS_SPIKE_AT_SLOW_STEP", message))
     bad = records.filter(
@@ -303,10 +330,10 @@ def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
     if bad.height:
         listed = ", ".join(
             f"iteration {row['iteration']} ({row['skipped_iterations']} skipped, "
-            f"{row['nan_iterations']} NaN, step {row['ratio']:.2f}x baseline)"
+            f"{row['nan_iterations']} NaN, step {ratio(row['ratio'])} the baseline)"
             for row in bad.head(_LISTED).iter_rows(named=True)
         )
-        message = f"{bad.height} slow step(s) skipped iterations or hit NaNs: {listed}"
+        message = f"{plural(bad.height, 'slow step')} skipped iterations or hit NaNs: {listed}"
         verdicts.append(Verdict("warning", "NAN_OR_SKIPPED_AT_SLOW_STEP", message))
     return verdicts
 
@@ -325,10 +352,10 @@ def _drift(analysis: Analysis) -> list[Verdict]:
     if drift is None or drift.relative_change <= DRIFT_THRESHOLD:
         return []
     message = (
-        f"the steady step time rose {drift.relative_change:.0%}, from a median of "
-        f"{drift.first_median_s:.3g} s over iterations {drift.first_iterations[0]}-"
-        f"{drift.first_iterations[1]} to {drift.last_median_s:.3g} s over iterations "
-        f"{drift.last_iterations[0]}-{drift.last_iterations[1]} (first and last tenth of "
+        f"the steady step time rose {percent(drift.relative_change)}, from a median of "
+        f"{seconds(drift.first_median_s)} over {iterations(*drift.first_iterations)} to "
+        f"{seconds(drift.last_median_s)} over {iterations(*drift.last_iterations)} (first and "
+        "last tenth of "
         f"{drift.records} steady records)"
     )
     return [Verdict("warning", "STEP_TIME_DRIFT", message)]
@@ -347,9 +374,9 @@ def _restarts(analysis: Analysis) -> list[Verdict]:
         else "gaps unknown (no timestamps)"
     )
     message = (
-        f"{len(restarts)} restart(s) cost {duration(lost)}: {gaps} and {redone} redone "
-        f"iterations ({duration(sum(r.redone_s for r in restarts))} at the steady pace of "
-        f"{analysis.step_time_s.median or 0.0:.3g} s)"
+        f"{plural(len(restarts), 'restart')} cost {duration(lost)}: {gaps} and "
+        f"{plural(redone, 'redone iteration')} ({duration(sum(r.redone_s for r in restarts))} "
+        f"at the steady pace of {seconds(analysis.step_time_s.median)})"
     )
     return [Verdict(_lost_severity(lost, analysis), "RESTARTS_LOST_TIME", message)]
 
@@ -360,7 +387,8 @@ def _stalls(analysis: Analysis) -> list[Verdict]:
         return []
     longest = max(stalls, key=lambda s: (s.gap_s, -s.iteration))
     message = (
-        f"{len(stalls)} stall(s) inside a run segment added {duration(analysis.time.stalls_s)} "
+        f"{plural(len(stalls), 'stall')} inside a run segment added "
+        f"{duration(analysis.time.stalls_s)} "
         f"that the step times do not show; the longest, {duration(longest.gap_s)}, came between "
         f"iterations {longest.after_iteration} and {longest.iteration}"
     )
@@ -375,7 +403,7 @@ def _rank_spread(analysis: Analysis) -> list[Verdict]:
         slowest = spread.top[0]
         message = (
             f"{spread.metric}: rank {slowest.rank} takes {slowest.value:.4g} ms, "
-            f"{spread.spread:.2f}x the median rank's {spread.median:.4g} ms over {spread.ranks} "
+            f"{ratio(spread.spread)} the median rank's {spread.median:.4g} ms over {spread.ranks} "
             "ranks"
         )
         verdicts.append(Verdict("warning", "STRAGGLER_RANK", message))

@@ -1,4 +1,9 @@
-"""How numbers read in the terminal: one place, so every command writes them alike."""
+"""How numbers read, in every output: one place, so every command and format writes them alike.
+
+A fraction of a whole (MFU, HFU, a share of time) is a percent with one decimal; a duration
+is in the unit a reader takes in at a glance; a ratio carries the one multiplication sign; a
+missing value is "unknown"; a count agrees with its noun.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,28 @@ def percent(value: object, decimals: int = 1) -> str:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return UNKNOWN
     return f"{value * 100:.{decimals}f} %"
+
+
+def seconds(value: object) -> str:
+    """A step time, to four significant figures: "1.617 s"; "unknown" for a missing value."""
+    return number(value, ".4g", " s")
+
+
+def ratio(value: object, decimals: int = 2) -> str:
+    """How many times one figure is another: "5.95×"; "unknown" for a missing value."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return UNKNOWN
+    return f"{value:.{decimals}f}{TIMES}"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun in agreement: "1 record", "3 records", "2 restarts"."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def iterations(first: int, last: int) -> str:
+    """An iteration range: "iteration 7" or "iterations 2781–2790"."""
+    return f"iteration {first}" if first == last else f"iterations {first}–{last}"
 
 
 def duration(seconds: float) -> str:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from loganalyzer.render.numbers import number, percent
+from loganalyzer.render.numbers import (
+    TIMES,
+    UNKNOWN,
+    duration,
+    iterations,
+    number,
+    percent,
+    plural,
+    ratio,
+    seconds,
+)
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -12,69 +22,116 @@ def _rows(rows: list[tuple[str, str]]) -> list[str]:
     return [f"  {label:<{width}}  {value}" for label, value in rows]
 
 
-def render_summary(doc: dict[str, Any]) -> str:
-    """A few aligned sections a person reads top to bottom."""
+def _known(pairs: list[tuple[str, object]]) -> str:
+    """`name=value` for the values known, and the unknown ones named once."""
+    shown = [f"{name}={value}" for name, value in pairs if value is not None]
+    missing = [name for name, value in pairs if value is None]
+    if not shown:
+        return UNKNOWN
+    return ", ".join(shown) + (f" ({', '.join(missing)} {UNKNOWN})" if missing else "")
+
+
+def _gpus(run: dict[str, Any]) -> str:
+    gpu, count = run["gpu"], run["num_gpus"]
+    if gpu is None and count is None:
+        return UNKNOWN
+    name = gpu["name"] if gpu else f"GPU type {UNKNOWN}"
+    return f"{count} {TIMES} {name}" if count is not None else f"{name} (count {UNKNOWN})"
+
+
+def _batch(run: dict[str, Any]) -> str:
+    batch, seq, tokens = run["global_batch_size"], run["seq_length"], run["tokens_per_iteration"]
+    if tokens is not None:
+        return f"{batch} {TIMES} {seq} tokens = {number(tokens, ',d')} tokens/iteration"
+    if batch is not None:
+        return f"{plural(batch, 'sequence')}/iteration (sequence length {UNKNOWN})"
+    if seq is not None:
+        return f"sequences of {seq} tokens (batch size {UNKNOWN})"
+    return UNKNOWN
+
+
+def _params(model: dict[str, Any]) -> str:
+    total = number(model.get("params"), ",d")
+    active = model.get("active_params")
+    if active is None or active == model.get("params"):
+        return total
+    return f"{total} total, {number(active, ',d')} active per token"
+
+
+def _run_section(doc: dict[str, Any]) -> list[str]:
     run = doc["run"]
     model = run["model"]
     par = run["parallelism"]
-    lines = [f"loganalyzer {doc['tool_version']} — {run['framework']}"]
-    for source in doc["sources"]:
-        lines.append(f"  {source['path']}  ({source['format']}, {source['records']} records)")
+    shape = _known([(k, model[k]) for k in ("num_layers", "hidden_size", "num_attention_heads")])
+    precision = number(run["dtype"])
+    if run.get("dtype_assumed"):
+        precision += " (assumed)"
+    return [
+        "Run",
+        *_rows(
+            [
+                ("model", shape),
+                ("params", _params(model)),
+                ("GPUs", _gpus(run)),
+                (
+                    "parallelism",
+                    " ".join(f"{k[0].upper()}P={v}" for k, v in par.items() if v is not None)
+                    or UNKNOWN,
+                ),
+                ("precision", precision),
+                ("recompute", number(run["recompute"])),
+                ("batch", _batch(run)),
+            ]
+        ),
+    ]
 
-    lines.append("")
-    lines.append("Run")
-    gpu = run["gpu"]
-    shape = ", ".join(
-        f"{k}={model[k]}" for k in ("num_layers", "hidden_size", "num_attention_heads")
-    )
-    lines += _rows(
-        [
-            ("model", shape),
-            ("params", number(model.get("params"), ",d")),
-            ("GPUs", f"{number(run['num_gpus'], 'd')} × {gpu['name'] if gpu else 'unknown GPU'}"),
-            (
-                "parallelism",
-                " ".join(f"{k[0].upper()}P={v}" for k, v in par.items() if v is not None)
-                or "unknown",
-            ),
-            ("precision", number(run["dtype"])),
-            ("recompute", number(run["recompute"])),
-            (
-                "batch",
-                f"{number(run['global_batch_size'], 'd')} × {number(run['seq_length'], 'd')} tokens"
-                f" = {number(run['tokens_per_iteration'], ',d')} tokens/iteration",
-            ),
-        ]
-    )
 
+def _iterations_section(doc: dict[str, Any]) -> list[str]:
     it = doc["iterations"]
     st = doc["step_time_s"]
-    lines.append("")
-    lines.append("Iterations")
-    lines += _rows(
-        [
-            (
-                "logged",
-                f"{it['logged']} records, iterations {it['first']}–{it['last']}"
-                if it["logged"]
-                else "no iteration records",
-            ),
-            ("segments", f"{it['segments']} (restarts: {max(it['segments'] - 1, 0)})"),
-            ("step time", f"median {number(st['median'], '.4g', ' s')} (steady state)"),
-            (
-                "",
-                f"mean {number(st['mean'], '.4g', ' s')}, p90 {number(st['p90'], '.4g', ' s')}, "
-                f"min {number(st['min'], '.4g', ' s')}, max {number(st['max'], '.4g', ' s')}",
-            ),
-            ("throughput", f"{number(doc['throughput']['tokens_per_s'], ',.0f')} tokens/s"),
-        ]
+    restarts = max(it["segments"] - 1, 0)
+    logged = (
+        f"{plural(it['logged'], 'record')}, {iterations(it['first'], it['last'])}"
+        if it["logged"]
+        else "no iteration records"
     )
+    steady = f"steady median {seconds(st['median'])} over {plural(st['steady_records'], 'record')}"
+    if doc.get("confidence") == "low":
+        steady += " (low confidence)"
+    return [
+        "Iterations",
+        *_rows(
+            [
+                ("logged", logged),
+                ("segments", f"{it['segments']} ({plural(restarts, 'restart')})"),
+                ("step time", steady),
+                (
+                    "",
+                    f"all records: mean {seconds(st['mean'])}, p90 {seconds(st['p90'])}, "
+                    f"min {seconds(st['min'])}, max {seconds(st['max'])}",
+                ),
+                ("throughput", f"{number(doc['throughput']['tokens_per_s'], ',.0f')} tokens/s"),
+            ]
+        ),
+    ]
 
+
+def _mfu(flops: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [("MFU", f"{percent(flops['mfu'])} at the steady pace")]
+    rows.append(("", f"{percent(flops['mfu_overall'])} over all logged step time"))
+    if "mfu_goodput" in flops:
+        rows.append(
+            ("", f"{percent(flops['mfu_goodput'])} goodput (useful work over the wall clock)")
+        )
+    if flops.get("mfu_vs_bf16") is not None:
+        rows.append(("", f"{percent(flops['mfu_vs_bf16'])} against the bf16 peak"))
+    return rows
+
+
+def _efficiency_section(doc: dict[str, Any]) -> list[str]:
     flops = doc["flops"]
     reported = doc["reported"]
     peak = doc.get("peak")
-    lines.append("")
-    lines.append("Efficiency")
     rows = []
     if flops["per_iteration"] is not None:
         rows += [
@@ -85,54 +142,84 @@ def render_summary(doc: dict[str, Any]) -> str:
                 "peak TFLOPS/GPU",
                 f"{number(peak['tflops_per_gpu'], 'g')} ({peak['dtype']}, dense)"
                 if peak
-                else "unknown",
+                else UNKNOWN,
             ),
-            ("MFU", f"{percent(flops['mfu'])} steady, {percent(flops['mfu_overall'])} overall"),
+            *_mfu(flops),
             ("HFU", percent(flops["hfu"])),
         ]
     else:
-        rows.append(("recomputed", "unknown (see warnings)"))
+        rows.append(("recomputed", f"{UNKNOWN} (see warnings)"))
     rows.append(("reported TFLOPS/GPU", number(reported["tflops_per_gpu"], ".1f")))
     if reported["recomputed_over_reported"] is not None:
-        rows.append(("recomputed/reported", number(reported["recomputed_over_reported"], ".3f")))
-    lines += _rows(rows)
+        rows.append(("recomputed/reported", ratio(reported["recomputed_over_reported"])))
+    lines = ["Efficiency", *_rows(rows)]
     if reported.get("explanation"):
         lines.append(f"  {reported['explanation']}")
     if flops["derivation"]:
         lines.append("")
         lines += ["  " + line for line in flops["derivation"].splitlines()]
+    return lines
 
-    lines.append("")
-    lines.append("Where the time went")
-    lines.append(f"  {doc['time']['summary']}")
+
+def _slow_step(step: dict[str, Any]) -> str:
+    span = iterations(step["first_iteration"], step["last_iteration"])
+    lost = duration(step["lost_s"])
+    baseline = f"{ratio(step['ratio'])} the baseline of {seconds(step['baseline_s'])}"
+    if step["kind"] == "sustained":
+        records = f"{plural(step['records'], 'record')} from {step['first_record']}"
+        return (
+            f"{span} ({records}) ran at {seconds(step['step_time_s'])} per iteration, "
+            f"{baseline}: {lost} lost (sustained)"
+        )
+    if step["interval"] > 1:
+        return (
+            f"{span} averaged {seconds(step['step_time_s'])}, {baseline}: {lost} lost "
+            f"({step['kind']})"
+        )
+    return f"{span} took {seconds(step['step_time_s'])}, {baseline}: {lost} lost ({step['kind']})"
+
+
+def _time_section(doc: dict[str, Any]) -> list[str]:
+    lines = ["Where the time went", f"  {doc['time']['summary']}"]
     slow = doc["slow_steps"]
     if slow:
         kinds = ", ".join(
             f"{sum(1 for s in slow if s['kind'] == kind)} {kind}"
-            for kind in ("spike", "periodic", "sustained")
+            for kind in ("spike", "stall", "periodic", "sustained")
             if any(s["kind"] == kind for s in slow)
         )
         lines.append(f"  slow steps: {kinds}")
         for step in sorted(slow, key=lambda s: -s["lost_s"])[:5]:
-            took, lost = (
-                number(step["step_time_s"], ".4g", " s"),
-                number(step["lost_s"], ".4g", " s"),
-            )
-            lines.append(
-                f"    iteration {step['iteration']}: {took} = {number(step['ratio'], '.2f')}×"
-                f" baseline, {lost} lost ({step['kind']})"
-            )
+            lines.append(f"    {_slow_step(step)}")
     for restart in doc["restarts"]:
+        gap = duration(restart["gap_s"]) if restart["gap_s"] is not None else UNKNOWN
         lines.append(
             f"  restart after iteration {restart['after_iteration']}, resumed at "
-            f"{restart['resumed_at']}: gap {number(restart['gap_s'], '.4g', ' s')}, "
-            f"{restart['lost_iterations']} iterations redone, "
-            f"{number(restart['lost_s'], '.4g', ' s')} lost"
+            f"{restart['resumed_at']}: gap {gap}, "
+            f"{plural(restart['lost_iterations'], 'iteration')} redone, "
+            f"{duration(restart['lost_s'])} lost"
         )
+    return lines
 
+
+def render_summary(doc: dict[str, Any]) -> str:
+    """A few aligned sections a person reads top to bottom."""
+    run = doc["run"]
+    lines = [f"loganalyzer {doc['tool_version']} — {run['framework']}"]
+    for source in doc["sources"]:
+        lines.append(
+            f"  {source['path']}  ({source['format']}, {plural(source['records'], 'record')})"
+        )
+    for section in (_run_section, _iterations_section, _efficiency_section, _time_section):
+        lines.append("")
+        lines += section(doc)
     if doc.get("verdicts"):
         lines.append("")
         lines.append("Verdicts")
         for verdict in doc["verdicts"]:
             lines.append(f"  [{verdict['severity']}] {verdict['code']}: {verdict['message']}")
+    if doc.get("warnings"):
+        lines.append("")
+        lines.append("Warnings")
+        lines += [f"  {warning}" for warning in doc["warnings"]]
     return "\n".join(lines)

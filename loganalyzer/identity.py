@@ -1,0 +1,166 @@
+"""Which of the parts read belong to the same run.
+
+A run is one model on one set of GPUs. A part is one file's launches up to the next start
+from scratch: a file that holds several benchmarks (each counting from iteration 1) is
+several parts. Parts are different runs when their model shape, world size or parallelism
+differ (a fact only one of them states does not separate them), or when one starts from the
+beginning (its first record covers iteration 1): nothing was resumed, so it is a new run, not
+a restart. A part that continues the counter of an earlier run of the same identity (a resume
+from a checkpoint) joins it as a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import polars as pl
+
+from loganalyzer.merge import order_key
+from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run, SourceInfo
+from loganalyzer.render.numbers import iterations, plural
+
+# The facts that make two parts the same run: the model's shape, the world size and the
+# parallelism. The batch size may change inside a run (ramp-up), so it is not among them.
+IDENTITY_FACTS = (
+    *MODEL_FACTS,
+    "num_gpus",
+    "world_size",
+    *(PARALLELISM_FACTS[name] for name in ("tensor", "pipeline", "context", "expert")),
+)
+
+
+def split_from_scratch(run: Run) -> list[Run]:
+    """One file's Run cut where a segment starts again from iteration 1: the launches before
+    and after such a start are different runs. Records and long-table rows go to a part by
+    their line in the file."""
+    table = run.table
+    if table.height == 0:
+        return [run]
+    starts = (
+        table.group_by("segment", maintain_order=True)
+        .agg(
+            pl.col("line").first(),
+            (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias(
+                "first"
+            ),
+        )
+        .slice(1)
+        .filter(pl.col("first") <= 1)
+    )
+    if starts.height == 0:
+        return [run]
+    cuts = [None, *starts["line"].to_list(), None]
+    return [_lines(run, low, high) for low, high in pairwise(cuts)]
+
+
+def _lines(run: Run, low: int | None, high: int | None) -> Run:
+    def within(frame: pl.DataFrame) -> pl.DataFrame:
+        line = pl.col("line")
+        keep = pl.lit(True)
+        if low is not None:
+            keep = keep & (line >= low)
+        if high is not None:
+            keep = keep & (line < high)
+        if low is None:  # rows without a line number stay with the file's first part
+            keep = keep | line.is_null()
+        return frame.filter(keep)
+
+    table = within(run.table)
+    table = table.with_columns(segment=(pl.col("segment").rank("dense") - 1).cast(pl.Int32))
+    sources = [SourceInfo(s.path, s.format, table.height) for s in run.sources]
+    return Run(
+        framework=run.framework,
+        config=dict(run.config),
+        table=table,
+        metrics=within(run.metrics),
+        sources=sources,
+        warnings=list(run.warnings),
+    )
+
+
+def identity(run: Run) -> dict[str, object]:
+    """The facts a part states that decide which run it belongs to."""
+    return {key: value for key in IDENTITY_FACTS if (value := run.get(key)) is not None}
+
+
+def compatible(a: dict[str, object], b: dict[str, object]) -> bool:
+    """Two parts may be the same run: no fact both state differs."""
+    return all(a[key] == b[key] for key in a.keys() & b.keys())
+
+
+def _starts_from_scratch(run: Run) -> bool:
+    table = run.table
+    if table.height == 0:
+        return False
+    first = table["iteration"][0] - (table["interval"][0] or 1) + 1
+    return bool(first <= 1)
+
+
+@dataclass
+class _RunParts:
+    """The parts of one run, in the order the run wrote them."""
+
+    parts: list[Run] = field(default_factory=list)
+    facts: dict[str, object] = field(default_factory=dict)
+
+
+def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
+    """The parts grouped into runs, each run's parts in the order they were written; runs in
+    the order they started."""
+    runs: list[_RunParts] = []
+    for part in sorted(parts, key=order_key):
+        facts = identity(part)
+        home = None
+        if not _starts_from_scratch(part):
+            home = next((r for r in reversed(runs) if compatible(r.facts, facts)), None)
+        if home is None:
+            home = _RunParts()
+            runs.append(home)
+        home.parts.append(part)
+        home.facts = {**facts, **home.facts}
+    return [r.parts for r in runs]
+
+
+def describe_runs(runs: Sequence[Run]) -> list[str]:
+    """One line per run a reader tells it by: its files (with the lines, where a file holds
+    several runs), shape, GPUs, parallelism and iterations."""
+    paths = [path for run in runs for path in dict.fromkeys(s.path for s in run.sources)]
+    shared = {path for path in paths if paths.count(path) > 1}
+    return [_describe(run, shared) for run in runs]
+
+
+def _describe(run: Run, shared: set[str]) -> str:
+    table = run.table
+    files = []
+    for path in dict.fromkeys(s.path for s in run.sources):
+        lines = table.filter(pl.col("source") == path)["line"].drop_nulls().to_list()
+        if path in shared and lines:
+            low, high = min(lines), max(lines)
+            files.append(f"{path} line {low}" if low == high else f"{path} lines {low}–{high}")
+        else:
+            files.append(path)
+    shape = ", ".join(
+        f"{label} {value}"
+        for label, key in (("layers", "num_layers"), ("hidden", "hidden_size"))
+        if (value := run.get(key)) is not None
+    )
+    gpus = run.get_int("num_gpus")
+    parallel = " ".join(
+        f"{name[0].upper()}P={value}"
+        for name, key in PARALLELISM_FACTS.items()
+        if (value := run.get_int(key)) is not None
+    )
+    if table.height:
+        span = iterations(int(table["iteration"].min()), int(table["iteration"].max()))  # type: ignore[arg-type]
+        records = f"{span} ({plural(table.height, 'record')})"
+    else:
+        records = "no iteration records"
+    facts = [
+        shape or "shape unknown",
+        plural(gpus, "GPU") if gpus is not None else "GPU count unknown",
+        *([parallel] if parallel else []),
+        records,
+    ]
+    return f"{', '.join(files)}: {', '.join(facts)}"
