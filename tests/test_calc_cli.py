@@ -104,7 +104,13 @@ def test_mfu_flops_per_iteration_text() -> None:
     )
     assert code == 0
     assert "TFLOPS/GPU           156.0" in out
-    assert "MFU                  50.00 %" in out
+    assert "MFU                  50.0 %" in out
+
+
+def test_mfu_without_the_gpu_count_is_a_usage_error() -> None:
+    code, out = _run(mfu, ["--flops-per-iteration", "6.24e14", "--step-time", "6.1"])
+    assert code == 2
+    assert "--num-gpus is required" in out
 
 
 @pytest.mark.parametrize(
@@ -138,9 +144,10 @@ def test_hardware_table_json_lists_every_row() -> None:
     assert {r["key"] for r in rows} >= {"h100-sxm", "mi300x", "tpu-v5e"}
 
 
-def test_hardware_unknown_exits_1_with_suggestion() -> None:
+def test_hardware_unknown_exits_2_with_suggestion() -> None:
+    """As an unknown --gpu does: a usage error."""
     code, out = _run(hardware_command, ["h100-sxmm"])
-    assert code == 1
+    assert code == 2
     assert "did you mean h100-sxm" in out
 
 

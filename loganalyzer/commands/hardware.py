@@ -38,7 +38,7 @@ def hardware_command(name: str | None, as_json: bool) -> None:
         return
     resolution = peaks.resolve(name)
     if resolution is None:
-        raise click.ClickException(peaks.unknown_message(name))
+        raise click.BadParameter(peaks.unknown_message(name), param_hint="NAME")
     acc = resolution.accelerator
     for warning in resolution.warnings:
         click.echo(f"warning: {warning}", err=True)

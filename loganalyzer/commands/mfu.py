@@ -20,7 +20,7 @@ from loganalyzer.flops.shape import (
     ModelShape,
     layered_shape,
 )
-from loganalyzer.render.numbers import number, percent
+from loganalyzer.render.numbers import UNKNOWN, number, percent
 
 _MFU_HELP = """Compute FLOPs per iteration, TFLOPS/GPU, MFU and HFU from numbers.
 
@@ -73,8 +73,10 @@ def mfu(
         step_time = tokens / tokens_per_second
     num_gpus = run.get("num_gpus")
     if num_gpus is None and step_time is not None:
-        num_gpus = 1
-        warnings.append("--num-gpus not given: 1 GPU assumed")
+        raise click.UsageError(
+            "--num-gpus is required with a step time or throughput: MFU is per GPU, and a "
+            "guessed GPU count would scale it by the same error"
+        )
     dtype = run.get("dtype")
     if dtype is None:
         dtype = "bf16"
@@ -196,11 +198,11 @@ def _mfu_text(flops: dict[str, object], peak: dict[str, object] | None) -> str:
         ("TFLOPS/GPU", number(flops["tflops_per_gpu"], ".1f")),
         (
             "peak TFLOPS/GPU",
-            "n/a" if peak is None else f"{peak['tflops_per_gpu']:g} ({peak['dtype']})",
+            UNKNOWN if peak is None else f"{peak['tflops_per_gpu']:g} ({peak['dtype']})",
         ),
-        ("MFU", percent(flops["mfu"], 2)),
-        ("HFU", percent(flops["hfu"], 2)),
+        ("MFU", percent(flops["mfu"])),
+        ("HFU", percent(flops["hfu"])),
     ]
     if "mfu_vs_bf16" in flops:
-        rows.append(("MFU vs bf16 peak", percent(flops["mfu_vs_bf16"], 2)))
+        rows.append(("MFU vs bf16 peak", percent(flops["mfu_vs_bf16"])))
     return "\n".join(f"{label:<20} {value}" for label, value in rows)
