@@ -22,7 +22,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, Se
 from loganalyzer.identity import describe_runs
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.registry import load_registry
-from loganalyzer.render.numbers import percent
+from loganalyzer.render.numbers import percent, plural
 from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
 from loganalyzer.summary import build_summary
@@ -213,7 +213,7 @@ def _chosen_runs(
     if run_number is not None:
         if run_number > len(runs):
             raise click.BadParameter(
-                f"{run_number}: the sources hold {len(runs)} run(s)", param_hint="--run"
+                f"{run_number}: the sources hold {plural(len(runs), 'run')}", param_hint="--run"
             )
         return [runs[run_number - 1]]
     if len(runs) > 1 and not split_runs:

@@ -13,12 +13,21 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.verdicts import MfuInputs, judge
-from loganalyzer.flops.efficiency import Efficiency, RunFacts, measure, resolve_facts
+from loganalyzer.flops.efficiency import (
+    Efficiency,
+    RunFacts,
+    goodput_mfu,
+    measure,
+    resolve_facts,
+)
 from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
+from loganalyzer.render.numbers import plural
 
 SCHEMA = "loganalyzer.summary/1"
+# Below this many steady records, the steady figures are marked low-confidence.
+MIN_STEADY_RECORDS = 10
 
 
 def build_summary(
@@ -36,7 +45,8 @@ def build_summary(
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
-    efficiency = measure(run, facts, median, analysis.time.stalls_s)
+    efficiency = measure(run, facts, median, analysis.time.stalls_s, analysis.steady)
+    confidence = _confidence(analysis)
     warnings.extend(efficiency.warnings)
     tokens = (
         facts.global_batch_size * facts.shape.seq_length
@@ -56,6 +66,7 @@ def build_summary(
             num_gpus=facts.num_gpus,
             recomputed_over_reported=efficiency.recomputed_over_reported,
             expected_ratio=efficiency.expected_ratio,
+            low_confidence=confidence,
         ),
     )
     document = {
@@ -65,6 +76,8 @@ def build_summary(
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
         "ignored": [dataclasses.asdict(skipped) for skipped in loaded.ignored],
+        "confidence": "low" if confidence else "normal",
+        "confidence_reason": confidence,
         "run": _run(run, facts, efficiency, tokens),
         "iterations": {
             "logged": analysis.records,
@@ -86,7 +99,7 @@ def build_summary(
             if facts.global_batch_size and median
             else None,
         },
-        "flops": _flops(efficiency, facts.formula),
+        "flops": _flops(efficiency, facts.formula, _goodput(analysis, efficiency, facts)),
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
@@ -127,7 +140,27 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
     }
 
 
-def _flops(efficiency: Efficiency, formula: str) -> dict[str, Any]:
+def _confidence(analysis: Analysis) -> str | None:
+    """Why the steady figures (step time, TFLOPS, MFU) rest on too few records, or None."""
+    count = analysis.step_time_s.steady_records
+    if count >= MIN_STEADY_RECORDS:
+        return None
+    return (
+        f"the steady step time, TFLOPS and MFU rest on {plural(count, 'record')} (fewer than "
+        f"{MIN_STEADY_RECORDS})"
+    )
+
+
+def _goodput(analysis: Analysis, efficiency: Efficiency, facts: RunFacts) -> float | None:
+    """MFU of the work kept over the wall clock: redone iterations excluded, restart gaps and
+    stalls included (where timestamps give them)."""
+    time = analysis.time
+    redone = sum(r.lost_iterations for r in analysis.restarts)
+    wall = time.logged_s + time.restart_gaps_s + time.stalls_s
+    return goodput_mfu(efficiency, facts.num_gpus, analysis.iterations - redone, wall)
+
+
+def _flops(efficiency: Efficiency, formula: str, goodput: float | None) -> dict[str, Any]:
     """The `flops` object; every field null when the FLOPs cannot be computed."""
     result = efficiency.flops
     flops: dict[str, Any] = {
@@ -138,6 +171,7 @@ def _flops(efficiency: Efficiency, formula: str) -> dict[str, Any]:
         "mfu": efficiency.mfu,
         "hfu": efficiency.hfu,
         "mfu_overall": efficiency.mfu_overall,
+        "mfu_goodput": goodput,
         "derivation": result.derivation if result else None,
         "assumptions": list(result.assumptions) if result else [],
     }

@@ -52,7 +52,7 @@ def test_megatron_deepspeed_tflops_ratio_is_explained() -> None:
     )
     reported = doc["reported"]
     assert isinstance(reported, dict)
-    match = re.search(r"expected ratio (\d\.\d+), observed (\d\.\d+)", reported["explanation"])
+    match = re.search(r"expected ratio (\d\.\d+)×, observed (\d\.\d+)×", reported["explanation"])
     assert match, reported["explanation"]
     expected, observed = float(match[1]), float(match[2])
     assert observed == pytest.approx(reported["recomputed_over_reported"], abs=5e-4)

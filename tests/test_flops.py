@@ -212,7 +212,7 @@ def test_explain_megatron_deepspeed_ratio() -> None:
     )
     text = explain_reported_ratio("megatron-deepspeed", expected, "full", shape, batch)
     assert text is not None
-    assert f"expected ratio {expected:.3f}, observed {expected:.3f}" in text
+    assert f"expected ratio {expected:.3f}×, observed {expected:.3f}×" in text
     assert "factor 4" in text
 
 

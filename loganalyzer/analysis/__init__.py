@@ -9,7 +9,7 @@ results are frozen dataclasses, ready for the JSON and HTML renderers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -38,10 +38,13 @@ class StepTimeStats:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything the analysis found in one run, verdicts aside."""
+    """Everything the analysis found in one run, verdicts aside. `steady` holds the
+    (segment, iteration) of the records the steady pace is the median of, so that a figure
+    taken beside it (the framework's own TFLOPS) is taken over the same records."""
 
     records: int
     timed_records: int
+    iterations: int
     segments: int
     first_iteration: int | None
     last_iteration: int | None
@@ -53,6 +56,7 @@ class Analysis:
     stalls: tuple[Stall, ...]
     stragglers: tuple[RankSpread, ...]
     time: TimeAccounting
+    steady: pl.DataFrame = field(compare=False)
 
 
 def analyse(
@@ -79,6 +83,7 @@ def analyse(
     return Analysis(
         records=table.height,
         timed_records=recs.height,
+        iterations=int(recs["interval"].sum()),
         segments=table["segment"].n_unique(),
         first_iteration=table["iteration"].first(),  # type: ignore[arg-type]
         last_iteration=table["iteration"].last(),  # type: ignore[arg-type]
@@ -97,6 +102,7 @@ def analyse(
         stalls=stalls,
         stragglers=find_stragglers(metrics),
         time=account(logged_s, warm, slow, restarts, stalls),
+        steady=steady.select("segment", "iteration"),
     )
 
 

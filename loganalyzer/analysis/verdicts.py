@@ -74,6 +74,7 @@ class MfuInputs:
     num_gpus: int | None
     recomputed_over_reported: float | None
     expected_ratio: float | None = None
+    low_confidence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,7 @@ def reference_runs() -> tuple[ReferenceRun, ...]:
 def judge(analysis: Analysis, table: pl.DataFrame, mfu: MfuInputs) -> list[Verdict]:
     """Every verdict on the run, most severe first."""
     verdicts = [
-        *_mfu_verdicts(mfu),
-        *_tflops_mismatch(mfu),
+        *_tentative(mfu.low_confidence, [*_mfu_verdicts(mfu), *_tflops_mismatch(mfu)]),
         *_slow_step_verdicts(analysis),
         *_at_slow_steps(analysis, table),
         *_drift(analysis),
@@ -121,6 +121,13 @@ def judge(analysis: Analysis, table: pl.DataFrame, mfu: MfuInputs) -> list[Verdi
         *_rank_spread(analysis),
     ]
     return sorted(verdicts, key=lambda v: _SEVERITY_ORDER[v.severity])
+
+
+def _tentative(reason: str | None, verdicts: list[Verdict]) -> list[Verdict]:
+    """Verdicts on figures that rest on too few records are information, saying so."""
+    if reason is None:
+        return verdicts
+    return [Verdict("info", v.code, f"{v.message} (low confidence: {reason})") for v in verdicts]
 
 
 def hardware_family(name: str) -> str | None:

@@ -85,6 +85,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         for key, value in sorted(run.config.items())
         if key in (*MODEL_FACTS, *RUN_FACTS) and value.value is not None
     }
+    warnings.extend(overridden(run, shape, given))
     origins.update({key: "flag" for key in [*options["shape"], *given]})
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
@@ -104,6 +105,32 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         origins=origins,
         warnings=tuple(warnings),
     )
+
+
+# Run facts a command-line option can override, by option name (the same key in the log).
+_RUN_OPTIONS = ("global_batch_size", "micro_batch_size", "num_gpus", "dtype", "recompute")
+
+
+def overridden(run: Run, shape: ModelShape, given: dict[str, Any]) -> list[str]:
+    """A warning for each fact the log states that the command line (an option, or --model)
+    replaced with another value, naming both."""
+    found = []
+    for key in MODEL_FACTS:
+        logged = run.config.get(key)
+        used = getattr(shape, key, None)
+        if logged is None or logged.value is None or used is None or used == logged.value:
+            continue
+        found.append(
+            f"{key} = {used} from the command line overrides {logged.value} ({logged.provenance})"
+        )
+    for key in _RUN_OPTIONS:
+        logged = run.config.get(key)
+        if key in given and logged is not None and logged.value not in (None, given[key]):
+            found.append(
+                f"--{key.replace('_', '-')} {given[key]} overrides the log's {logged.value} "
+                f"({logged.provenance})"
+            )
+    return found
 
 
 def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:
@@ -151,6 +178,9 @@ def _gpu(
         found = peaks.resolve(flag)
         if found is None:
             raise UsageProblem(f"--gpu: {peaks.unknown_message(flag)}")
+        logged = peaks.resolve(str(from_log)) if from_log else None
+        if from_log and (logged is None or logged.accelerator.key != found.accelerator.key):
+            warnings.append(f"--gpu {flag} overrides the log's GPU {from_log!r}")
         return found, "flag"
     if from_log:
         found = peaks.resolve(str(from_log))
@@ -161,9 +191,17 @@ def _gpu(
     return None, None
 
 
-def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: float) -> Efficiency:
+def measure(
+    run: Run,
+    facts: RunFacts,
+    steady_step_s: float | None,
+    stalls_s: float,
+    steady: pl.DataFrame | None = None,
+) -> Efficiency:
     """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time
-    (`stalls_s`: wall-clock time inside segments that no step time accounts for)."""
+    (`stalls_s`: wall-clock time inside segments that no step time accounts for). The
+    framework's own TFLOPS are the median over the `steady` records (segment, iteration),
+    the records the steady pace is taken over (all records when not given)."""
     warnings: list[str] = []
     params = facts.shape.params if "params" in facts.origins else None
     if params is None:
@@ -180,16 +218,24 @@ def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: fl
     if flops is not None:
         if not facts.num_gpus:
             warnings.append("number of GPUs unknown: pass --num-gpus")
-        if not steady_step_s:
+        if not steady_step_s and timed_records(run.table).height:
             warnings.append(
                 "no steady-state record (warm-up or slow steps cover the run): steady TFLOPS"
                 " and MFU unknown; lower --warmup"
             )
+        elif not steady_step_s:
+            warnings.append("no timed iteration record: steady TFLOPS and MFU unknown")
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
         overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
-    reported = _median(run.table["reported_tflops_per_gpu"])
-    ratio = _reported_ratio(run.table, flops, facts.num_gpus)
+    same_records = (
+        run.table
+        if steady is None
+        else run.table.join(steady, on=["segment", "iteration"], how="semi", maintain_order="left")
+    )
+    reported = _median(same_records["reported_tflops_per_gpu"])
+    shown = figures.tflops_per_gpu if figures else None
+    ratio = shown / reported if shown is not None and reported else None
     explanation = expected = None
     if ratio is not None:
         explanation = explain_reported_ratio(
@@ -285,6 +331,18 @@ def _overall(
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
 
 
+def goodput_mfu(
+    efficiency: Efficiency, num_gpus: int | None, useful_iterations: int, wall_s: float
+) -> float | None:
+    """The model FLOPs of the iterations the run kept (redone work excluded) over the whole
+    wall clock (restart gaps and stalls included): what the hardware delivered to the model."""
+    peak = efficiency.peak["tflops_per_gpu"] if efficiency.peak else None
+    if efficiency.flops is None or not num_gpus or wall_s <= 0 or not isinstance(peak, float):
+        return None
+    work = efficiency.flops.per_iteration * useful_iterations
+    return utilisation(tflops_per_gpu(work, wall_s, num_gpus), peak)
+
+
 # Counts a framework's printed TFLOPS may have used: its versions disagree, and a log
 # rarely says which version printed it.
 _COUNTS_BY_FRAMEWORK = {"megatron-lm": ("megatron-lm", "megatron-lm-0.11")}
@@ -302,20 +360,6 @@ def _expected_ratio(
     ]
     known = [p for p in predicted if p is not None]
     return min(known, key=lambda p: abs(p - observed)) if known else None
-
-
-def _reported_ratio(
-    table: pl.DataFrame, flops: FlopsResult | None, num_gpus: int | None
-) -> float | None:
-    """Recomputed over reported TFLOPS, record by record (same step time on both sides),
-    then the median: a figure the framework's formula alone explains."""
-    if flops is None or not num_gpus:
-        return None
-    recomputed = flops.per_iteration / (pl.col("step_time_s") * num_gpus * 1e12)
-    ratios = table.select(
-        (recomputed / pl.col("reported_tflops_per_gpu")).alias("ratio")
-    ).get_column("ratio")
-    return _median(ratios.filter(ratios.is_finite()))
 
 
 def _median(values: pl.Series) -> float | None:

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from loganalyzer.flops.shape import ModelShape, ParamCounts, count_parameters
+from loganalyzer.render.numbers import ratio as ratio_text
 
 FORMULAS = ("megatron", "palm", "6n", "megatron-paper")
 RECOMPUTE = ("none", "selective", "full")
@@ -386,7 +387,7 @@ _EXPLAIN = {
         " 2//gqa is 0 for gqa >= 3"
     ),
     "hf-trainer": (
-        "HF Trainer's total_flos is 6 x tokens x non-embedding parameters: no attention"
+        "HF Trainer's total_flos is 6 × tokens × non-embedding parameters: no attention"
         " term, all MoE experts and padding counted"
     ),
     "torchtitan": "torchtitan counts 6·(N - embeddings) + 12·l·a·d·s per token, non-causal",
@@ -421,16 +422,20 @@ def explain_reported_ratio(
         old = expected_reported_ratio("megatron-lm-0.11", shape, global_batch_size, recompute)
         if old is not None and abs(old - ratio) <= tolerance * old:
             return (
-                f"{_EXPLAIN['megatron-lm-0.11']}: expected ratio {old:.3f}, observed {ratio:.3f}."
+                f"{_EXPLAIN['megatron-lm-0.11']}: expected ratio {ratio_text(old, 3)}, "
+                f"observed {ratio_text(ratio, 3)}."
             )
     if key == "megatron-lm":
         return (
-            f"{_EXPLAIN[key]}, so a ratio of {ratio:.3f} means the shape, batch or step time"
-            " used here differs from the run's (check padded vocab, GQA groups, FFN size)."
+            f"{_EXPLAIN[key]}, so a ratio of {ratio_text(ratio, 3)} means the shape, batch or step"
+            " time used here differs from the run's (check padded vocab, GQA groups, FFN size)."
         )
     if expected is None:
-        return f"{_EXPLAIN[key]}: observed ratio {ratio:.3f}."
-    return f"{_EXPLAIN[key]}: expected ratio {expected:.3f}, observed {ratio:.3f}."
+        return f"{_EXPLAIN[key]}: observed ratio {ratio_text(ratio, 3)}."
+    return (
+        f"{_EXPLAIN[key]}: expected ratio {ratio_text(expected, 3)}, "
+        f"observed {ratio_text(ratio, 3)}."
+    )
 
 
 def expected_reported_ratio(

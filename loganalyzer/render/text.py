@@ -117,6 +117,8 @@ def _iterations_section(doc: dict[str, Any]) -> list[str]:
 
 
 def _mfu(flops: dict[str, Any]) -> list[tuple[str, str]]:
+    if all(flops.get(k) is None for k in ("mfu", "mfu_overall", "mfu_goodput")):
+        return [("MFU", f"{UNKNOWN} (see warnings)")]
     rows = [("MFU", f"{percent(flops['mfu'])} at the steady pace")]
     rows.append(("", f"{percent(flops['mfu_overall'])} over all logged step time"))
     if "mfu_goodput" in flops:
@@ -151,7 +153,7 @@ def _efficiency_section(doc: dict[str, Any]) -> list[str]:
         rows.append(("recomputed", f"{UNKNOWN} (see warnings)"))
     rows.append(("reported TFLOPS/GPU", number(reported["tflops_per_gpu"], ".1f")))
     if reported["recomputed_over_reported"] is not None:
-        rows.append(("recomputed/reported", ratio(reported["recomputed_over_reported"])))
+        rows.append(("recomputed/reported", ratio(reported["recomputed_over_reported"], 3)))
     lines = ["Efficiency", *_rows(rows)]
     if reported.get("explanation"):
         lines.append(f"  {reported['explanation']}")

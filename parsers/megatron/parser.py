@@ -62,16 +62,11 @@ class MegatronParser:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
-        naive_stamps = any(c.naive_stamps for c in chunks)
         table = iteration_table([c.records for c in chunks], config, str(path))
         long = pl.concat(longs, rechunk=False) if longs else conform_metrics(pl.DataFrame())
         del chunks
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
-        if naive_stamps:
-            warnings.append(
-                f"{path}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
-            )
         return Run(
             framework=framework,
             config=config,

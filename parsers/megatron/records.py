@@ -67,7 +67,6 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         iteration=head.struct.field("1").cast(pl.Int64),
         rest=rest,
         timestamp=to_timestamp(stamp),
-        naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
         # copies of one line printed by several ranks or nodes share this key
         key=pl.struct("launch", head.struct.field("1"), rest).hash(),
     )

@@ -45,7 +45,6 @@ class Chunk:
     metrics: pl.DataFrame  # timers, memory, events: not yet tied to their iteration
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
-    naive_stamps: bool  # some timestamps carry no time zone
 
 
 # Literal markers of the lines this parser reads; everything else is skipped unparsed.
@@ -146,12 +145,11 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
         how="diagonal_relaxed",
     )
     return Chunk(
-        records=records.drop("rest", "naive_stamp").join(wide, on=["line", "piece"], how="left"),
+        records=records.drop("rest").join(wide, on=["line", "piece"], how="left"),
         extras=extras,
         metrics=metrics,
         facts=facts,
         keys=frozenset(fields["key"].unique().to_list()),
-        naive_stamps=bool(records["naive_stamp"].any()),
     )
 
 
