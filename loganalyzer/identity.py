@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 
 import polars as pl
 
 from loganalyzer.merge import order_key
-from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run, SourceInfo
+from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Run, SourceInfo
 from loganalyzer.render.numbers import iterations, plural
 
 # The facts that make two parts the same run: the model's shape, the world size and the
@@ -31,31 +30,63 @@ IDENTITY_FACTS = (
 )
 
 
-def split_from_scratch(run: Run) -> list[Run]:
-    """One file's Run cut where a segment starts again from iteration 1: the launches before
-    and after such a start are different runs. Records and long-table rows go to a part by
-    their line in the file."""
+def split_parts(run: Run) -> list[Run]:
+    """One source's Run cut where a segment starts again from iteration 1, or where a later
+    launch states another model shape, world size or parallelism: the launches either side
+    are different runs. Records and long-table rows go to a part by their line in the file;
+    each part takes the facts its own first launch stated."""
     table = run.table
     if table.height == 0:
         return [run]
-    starts = (
-        table.group_by("segment", maintain_order=True)
-        .agg(
-            pl.col("line").first(),
-            (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias(
-                "first"
-            ),
-        )
-        .slice(1)
-        .filter(pl.col("first") <= 1)
+    segments = table.group_by("segment", maintain_order=True).agg(
+        pl.col("line").first(),
+        (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias("first"),
     )
-    if starts.height == 0:
+    cuts: list[tuple[int | None, int]] = []  # (first line, first segment) of each part
+    current: dict[str, object] = {}
+    warnings: dict[int, list[str]] = {}  # by part: facts a joined launch stated otherwise
+    for segment, line, first in segments.iter_rows():
+        stated = run.segment_config.get(segment, {})
+        facts = _identity(run.config | stated)
+        if cuts and first > 1 and compatible(current, facts):
+            current = facts | current
+            part_config = run.config | run.segment_config.get(cuts[-1][1], {})
+            warnings.setdefault(len(cuts) - 1, []).extend(_differing(stated, part_config))
+            continue
+        cuts.append((line if cuts else None, segment))
+        current = facts
+    if len(cuts) == 1 and not run.segment_config:
         return [run]
-    cuts = [None, *starts["line"].to_list(), None]
-    return [_lines(run, low, high) for low, high in pairwise(cuts)]
+    ends = [line for line, _ in cuts[1:]] + [None]
+    return [
+        _lines(
+            run,
+            low,
+            high,
+            run.config | run.segment_config.get(segment, {}),
+            warnings.get(number, []),
+        )
+        for number, ((low, segment), high) in enumerate(zip(cuts, ends, strict=True))
+    ]
 
 
-def _lines(run: Run, low: int | None, high: int | None) -> Run:
+def _differing(stated: dict[str, ConfigValue], used: dict[str, ConfigValue]) -> list[str]:
+    """Warnings for the facts a resumed launch stated otherwise than the run's first."""
+    return [
+        f"{value.provenance}: {key} = {value.value} differs from {used[key].value} "
+        f"({used[key].provenance}); the first is used"
+        for key, value in stated.items()
+        if key in used and used[key].value != value.value
+    ]
+
+
+def _lines(
+    run: Run,
+    low: int | None,
+    high: int | None,
+    config: dict[str, ConfigValue],
+    warnings: list[str],
+) -> Run:
     def within(frame: pl.DataFrame) -> pl.DataFrame:
         line = pl.col("line")
         keep = pl.lit(True)
@@ -72,17 +103,25 @@ def _lines(run: Run, low: int | None, high: int | None) -> Run:
     sources = [SourceInfo(s.path, s.format, table.height) for s in run.sources]
     return Run(
         framework=run.framework,
-        config=dict(run.config),
+        config=config,
         table=table,
         metrics=within(run.metrics),
         sources=sources,
-        warnings=list(run.warnings),
+        warnings=[*run.warnings, *warnings],
     )
 
 
 def identity(run: Run) -> dict[str, object]:
     """The facts a part states that decide which run it belongs to."""
-    return {key: value for key in IDENTITY_FACTS if (value := run.get(key)) is not None}
+    return _identity(run.config)
+
+
+def _identity(config: dict[str, ConfigValue]) -> dict[str, object]:
+    return {
+        key: found.value
+        for key in IDENTITY_FACTS
+        if (found := config.get(key)) is not None and found.value is not None
+    }
 
 
 def compatible(a: dict[str, object], b: dict[str, object]) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loganalyzer.errors import InputError, SeveralRunsError, UnrecognisedSourceError
-from loganalyzer.identity import describe_runs, group_runs, split_from_scratch
+from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, format_scores, scores
@@ -90,7 +90,7 @@ def load_runs(
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )
-    parts = [part for run in runs for part in split_from_scratch(run)]
+    parts = [part for run in runs for part in split_parts(run)]
     loaded = []
     for grouped in group_runs(parts):
         run = merge_runs(grouped)

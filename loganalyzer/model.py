@@ -135,6 +135,9 @@ class Run:
     metrics: pl.DataFrame
     sources: list[SourceInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Facts a later launch in the same source stated otherwise than `config`, by the segment
+    # its records start: `loganalyzer.identity` tells from them whether it is the same run.
+    segment_config: dict[int, dict[str, ConfigValue]] = field(default_factory=dict)
 
     def get(self, name: str) -> object | None:
         """The config value `name`, or None when the run does not say."""

@@ -164,3 +164,40 @@ def test_refusal_through_a_real_process(shared_logs: Path) -> None:
     assert done.returncode == 1
     assert "holds 3 different runs" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+RESTART_IN_FILE = FIXTURES / "megatron" / "quirks" / "restart_in_file.log"
+
+
+def _second_launch_with(tmp_path: Path, old: str, new: str) -> Path:
+    """restart_in_file.log with one argument of its second launch (from line 29) changed."""
+    lines = RESTART_IN_FILE.read_text().splitlines(keepends=True)
+    changed = [line.replace(old, new) if number >= 29 else line for number, line in
+               enumerate(lines, 1)]  # fmt: skip
+    path = tmp_path / "launches.log"
+    path.write_text("".join(changed))
+    return path
+
+
+def test_a_later_launch_of_another_shape_in_one_file_is_another_run(tmp_path: Path) -> None:
+    hidden = "  hidden_size ..................................... 256"
+    path = _second_launch_with(tmp_path, hidden, hidden.replace("256", "512"))
+    runs = load_runs([str(path)], load_registry())
+    assert [r.run.get("hidden_size") for r in runs] == [256, 512]
+    assert [r.run.table["iteration"].to_list() for r in runs] == [
+        [10, 20, 30, 40, 50, 60],
+        [50, 60, 70, 80],
+    ]
+    assert runs[1].run.config["hidden_size"].provenance.line == 33
+    assert all(r.run.table["segment"].to_list() == [0] * r.run.table.height for r in runs)
+
+
+def test_a_resumed_launch_with_another_batch_is_one_run_with_a_warning(tmp_path: Path) -> None:
+    batch = "  global_batch_size ............................... 8"
+    path = _second_launch_with(tmp_path, batch, batch.replace(" 8", " 16"))
+    (loaded,) = load_runs([str(path)], load_registry())
+    assert loaded.run.table["segment"].n_unique() == 2
+    assert loaded.run.get("global_batch_size") == 8
+    assert f"{path}:32: global_batch_size = 16 differs from 8 ({path}:5); the first is used" in (
+        loaded.run.warnings
+    )

@@ -63,23 +63,52 @@ def run_config(
     for key, value, line in first.select("key", "value", "line").iter_rows():
         # `None` is kept: "recompute_granularity ... None" says there was no recomputation
         config[key] = ConfigValue(_typed(value), Provenance("log", source, line))
-    later = facts.join(first.select("key", first_value="value"), on="key").filter(
-        pl.col("value") != pl.col("first_value")
-    )
-    for key, value, first_value, line in (
-        later.unique("key", keep="first", maintain_order=True)
-        .select("key", "value", "first_value", "line")
-        .iter_rows()
-    ):
-        warnings.append(
-            f"{source}:{line}: {key} changed from {first_value} to {value} in a later launch; "
-            "the first value is used"
-        )
     _derive_config(config)
     # Only Megatron-DeepSpeed has a `deepspeed` argument (False when run without the engine).
     deepspeed_fork = "deepspeed" in config or bool(printed_keys & DEEPSPEED_FIELDS)
     framework = "megatron-deepspeed" if deepspeed_fork else "megatron-lm"
     return config, framework, warnings
+
+
+def segment_config(
+    facts: pl.DataFrame, config: dict[str, ConfigValue], table: pl.DataFrame, source: str
+) -> dict[int, dict[str, ConfigValue]]:
+    """By segment, the facts stated otherwise than `config` (the first launch's) by the
+    start-up lines before the segment's first record (a later launch's arguments); which of
+    them make it another run is for the loader to decide."""
+    if table.height == 0 or facts.height == 0:
+        return {}
+    starts = table.group_by("segment", maintain_order=True).agg(pl.col("line").first()).sort("line")
+    placed = (
+        facts.sort("line")
+        .join_asof(starts, on="line", strategy="forward", check_sortedness=False)
+        .drop_nulls("segment")
+    )
+    stated: dict[int, dict[str, ConfigValue]] = {}
+    for segment, key, value, line in placed.select("segment", "key", "value", "line").iter_rows():
+        stated.setdefault(segment, {})[key] = ConfigValue(
+            _typed(value), Provenance("log", source, line)
+        )
+    changed = {}
+    for segment, values in stated.items():
+        derived = {k: v for k, v in config.items() if k not in _DERIVED} | values
+        _derive_config(derived)
+        differing = {
+            key: value
+            for key, value in derived.items()
+            if (key in values or key in _DERIVED) and _value(config.get(key)) != value.value
+        }
+        if differing:
+            changed[segment] = differing
+    return changed
+
+
+# Facts `_derive_config` names from the arguments.
+_DERIVED = ("dtype", "recompute", "num_gpus")
+
+
+def _value(found: ConfigValue | None) -> object:
+    return None if found is None else found.value
 
 
 def _derive_config(config: dict[str, ConfigValue]) -> None:

@@ -18,7 +18,7 @@ from loganalyzer.model import (
     conform_metrics,
 )
 from loganalyzer.parsers.megatron.assembly import iteration_table, long_part
-from loganalyzer.parsers.megatron.config import run_config
+from loganalyzer.parsers.megatron.config import run_config, segment_config
 from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
@@ -63,6 +63,7 @@ class MegatronParser:
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
         table = iteration_table([c.records for c in chunks], config, str(path))
+        later_launches = segment_config(facts, config, table, str(path))
         long = pl.concat(longs, rechunk=False) if longs else conform_metrics(pl.DataFrame())
         del chunks
         if table.height == 0:
@@ -74,6 +75,7 @@ class MegatronParser:
             metrics=long,
             sources=[SourceInfo(str(path), self.name, table.height)],
             warnings=warnings,
+            segment_config=later_launches,
         )
 
 
