@@ -17,7 +17,7 @@ import click
 from loganalyzer import __version__
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
-from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
 from loganalyzer.identity import describe_runs
 from loganalyzer.load import Loaded, load_runs
@@ -136,6 +136,7 @@ main.add_command(hardware_command)
     help="Sources that hold several runs: report the N-th one listed.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+@debug_option
 @model_options
 def summary(
     sources: tuple[str, ...],
@@ -233,6 +234,7 @@ def gate_mfu(document: dict[str, Any], fail_under: float) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@debug_option
 def parsers(as_json: bool) -> None:
     """List the registered parsers, built-in and third-party, and any that failed to load.
 

@@ -71,8 +71,8 @@ def load_runs(
             if path in explicit:
                 found = format_scores(scores(registry, path))
                 raise UnrecognisedSourceError(
-                    f"{path}: no parser recognises this file ({found}); "
-                    "pass --format NAME (see `loganalyzer parsers`)"
+                    f"{path}: no registered parser recognises this file ({found}); "
+                    "`loganalyzer parsers` lists the formats read (a parser plugin adds others)"
                 )
             ignored.append(Ignored(str(path), "no parser recognises it"))
             continue

@@ -62,7 +62,7 @@ def build_summary(
             mfu=efficiency.mfu,
             hardware_key=facts.gpu.accelerator.key if facts.gpu else None,
             dtype=facts.dtype,
-            params=efficiency.params,
+            params=efficiency.active_params,
             num_gpus=facts.num_gpus,
             recomputed_over_reported=efficiency.recomputed_over_reported,
             expected_ratio=efficiency.expected_ratio,
@@ -114,7 +114,7 @@ def build_summary(
         "stragglers": [dataclasses.asdict(s) for s in analysis.stragglers],
         "time": _time(analysis),
         "verdicts": [dataclasses.asdict(v) for v in verdicts],
-        "warnings": warnings,
+        "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
     finite: dict[str, Any] = _finite(document)
     return finite
@@ -125,17 +125,20 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
     model: dict[str, Any] = {key: getattr(shape, key) for key in MODEL_FACTS if key != "seq_length"}
     model["padded_vocab_size"] = shape.vocab
     model["params"] = efficiency.params
+    model["active_params"] = efficiency.active_params
     return {
         "framework": run.framework,
         "gpu": resolution_json(facts.gpu, facts.gpu_source) if facts.gpu else None,
         "num_gpus": facts.num_gpus,
-        "dtype": facts.dtype,
+        "dtype": facts.dtype or _peak_dtype(efficiency),
+        "dtype_assumed": facts.dtype is None and _peak_dtype(efficiency) is not None,
         "global_batch_size": facts.global_batch_size,
         "seq_length": shape.seq_length,
         "tokens_per_iteration": tokens,
         "model": model,
-        "parallelism": {name: run.get_int(key) for name, key in PARALLELISM_FACTS.items()},
-        "recompute": facts.recompute,
+        "parallelism": _parallelism(run, facts),
+        "recompute": facts.recompute or "none",
+        "recompute_assumed": facts.recompute is None,
         "provenance": facts.origins,
     }
 
@@ -158,6 +161,27 @@ def _goodput(analysis: Analysis, efficiency: Efficiency, facts: RunFacts) -> flo
     redone = sum(r.lost_iterations for r in analysis.restarts)
     wall = time.logged_s + time.restart_gaps_s + time.stalls_s
     return goodput_mfu(efficiency, facts.num_gpus, analysis.iterations - redone, wall)
+
+
+def _peak_dtype(efficiency: Efficiency) -> str | None:
+    """The precision whose peak the MFU is against (bf16 when the run does not say)."""
+    dtype = efficiency.peak["dtype"] if efficiency.peak else None
+    return dtype if isinstance(dtype, str) else None
+
+
+def _parallelism(run: Run, facts: RunFacts) -> dict[str, int | None]:
+    """TP, PP, DP, CP, EP as the log states them; DP, where the log states TP but no DP, from
+    the world size (world = TP * PP * DP * CP, as Megatron lays ranks out; a ZeRO run states
+    no PP)."""
+    sizes = {name: run.get_int(key) for name, key in PARALLELISM_FACTS.items()}
+    split = (sizes["tensor"] or 1) * (sizes["pipeline"] or 1) * (sizes["context"] or 1)
+    known = sizes["data"] is None and sizes["tensor"] is not None
+    if known and facts.num_gpus and facts.num_gpus % split == 0:
+        sizes["data"] = facts.num_gpus // split
+        facts.origins["data_parallel_size"] = (
+            "derived: GPUs / (TP * PP * CP), PP and CP 1 where the log states none"
+        )
+    return sizes
 
 
 def _flops(efficiency: Efficiency, formula: str, goodput: float | None) -> dict[str, Any]:

@@ -233,3 +233,11 @@ def test_below_references_of_a_very_different_size_is_only_information() -> None
     assert "bf16 on H100 (none within 10× of this model's size)" in verdict.message
     (sized,) = verdicts_for(mfu_inputs(0.02, params=7e9))
     assert sized.severity == "critical"
+
+
+def test_a_shortfall_within_the_tolerance_is_information() -> None:
+    # 7B on H100 bf16: the similar-sized band starts at 39.0 % (torchtitan Llama 3.1 8B)
+    (near,) = verdicts_for(mfu_inputs(0.36))
+    assert (near.severity, near.code) == ("info", "MFU_BELOW_REFERENCE")
+    (far,) = verdicts_for(mfu_inputs(0.34))
+    assert (far.severity, far.code) == ("warning", "MFU_BELOW_REFERENCE")

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
+from loganalyzer.errors import UnrecognisedSourceError
 from tests.conftest import FIXTURES
 
 SAMPLE = str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
@@ -46,8 +47,8 @@ def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["summary", str(path)])
     assert result.exit_code == 3
     assert result.stderr == (
-        f"Error: {path}: no parser recognises this file (megatron=0.00); "
-        "pass --format NAME (see `loganalyzer parsers`)\n"
+        f"Error: {path}: no registered parser recognises this file (megatron=0.00); "
+        "`loganalyzer parsers` lists the formats read (a parser plugin adds others)\n"
     )
 
 
@@ -179,3 +180,12 @@ def test_a_reader_closing_the_pipe_early_is_not_an_error(
         cli.main(["parsers"], standalone_mode=False)
     assert done.value.code == 0
     assert "Error" not in capfd.readouterr().err
+
+
+def test_debug_works_after_the_subcommand_too(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("nothing a parser reads\n")
+    result = CliRunner().invoke(main, ["summary", str(path), "--debug"])
+    assert isinstance(result.exception, UnrecognisedSourceError)  # raised, not turned to a line
+    result = CliRunner().invoke(main, ["summary", str(path)])
+    assert result.exit_code == 3 and "Traceback" not in result.output

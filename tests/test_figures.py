@@ -14,6 +14,7 @@ from loganalyzer.cli import main
 from loganalyzer.flops.efficiency import measure, resolve_facts
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
+from loganalyzer.summary import build_summary
 from tests.conftest import FIXTURES
 
 LLAMA = FIXTURES / "megatron" / "core_0_12_llama3_8b_throughput.log"
@@ -101,3 +102,49 @@ def test_no_advice_to_lower_warmup_without_records(shared_logs: Path) -> None:
 def test_advice_to_lower_warmup_where_warmup_covers_the_run() -> None:
     doc = summary(str(BIGSCIENCE), "--gpu", "v100-sxm2", "--warmup", "1000")
     assert any(w.endswith("lower --warmup") for w in doc["warnings"])
+
+
+def test_zero_run_derives_dp_from_the_world_size(shared_logs: Path) -> None:
+    """64 V100s, TP=4, ZeRO (no pipeline): DP = 64 / 4 = 16."""
+    path = shared_logs / "bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16_nbs48_ms48.out"
+    doc = summary(str(path), "--gpu", "v100-sxm2")
+    assert doc["run"]["parallelism"]["tensor"] == 4
+    assert doc["run"]["parallelism"]["data"] == 16
+    assert doc["run"]["provenance"]["data_parallel_size"].startswith("derived: GPUs / (TP")
+
+
+def test_moe_shows_and_compares_active_parameters() -> None:
+    doc = summary(str(FIXTURES / "megatron" / "core_v0_6_mixtral_throughput.txt"),
+                  "--model", "mixtral-8x7b", "--seq-length", "4096", "--num-gpus", "16",
+                  "--gpu", "h100-sxm", "--dtype", "bf16")  # fmt: skip
+    model = doc["run"]["model"]
+    assert model["params"] == 46_702_792_704
+    assert model["active_params"] == 12_879_925_248
+    (reference,) = [v for v in doc["verdicts"] if v["code"].startswith("MFU_")]
+    assert "of similar size" in reference["message"]  # 12.9B active: MPT-7B .. 70B
+
+
+def test_a_2021_arguments_dump_without_swiglu_is_no_assumption() -> None:
+    doc = summary(str(BIGSCIENCE), "--gpu", "v100-sxm2")
+    assert not any("swiglu" in w for w in doc["warnings"])
+
+
+def test_an_assumed_precision_is_shown_where_the_figure_is() -> None:
+    args = [
+        "summary",
+        "-q",
+        str(FIXTURES / "megatron" / "bert_2022_timers.txt"),
+        "--gpu",
+        "h100-sxm",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert "precision    bf16 (assumed)" in result.stdout
+    assert "precision unknown: bf16 assumed; pass --dtype" in result.stdout
+
+
+def test_a_warning_is_given_once_per_run() -> None:
+    """Each file of a run may say the same thing: the summary says it once."""
+    loaded = load_run([str(FIXTURES / "megatron" / "restart_dir")], load_registry())
+    loaded.run.warnings.extend(["the same note from each file"] * 2)
+    doc = build_summary(loaded, {"shape": {}, "run": {"gpu": "h100-sxm"}})
+    assert doc["warnings"].count("the same note from each file") == 1

@@ -153,3 +153,15 @@ def test_peak_json() -> None:
     document = peak_json(resolution, "bf16")
     assert document is not None and document["tflops_per_gpu"] == 1307.4
     assert str(document["source"]).startswith("mi300x: ")
+
+
+def test_a_device_name_states_its_memory_variant() -> None:
+    found = resolve("Tesla V100-PCIE-16GB")
+    assert found is not None and found.accelerator.key == "v100-pcie"
+    assert found.memory_gb == 16
+    assert resolve("v100-pcie").memory_gb == 32  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("family", ["A100", "H100"])
+def test_a_family_name_suggests_its_variants_first(family: str) -> None:
+    assert all(key.startswith(family.lower()) for key in suggest(family))

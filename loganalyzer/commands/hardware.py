@@ -6,6 +6,7 @@ import json
 
 import click
 
+from loganalyzer.commands.options import debug_option
 from loganalyzer.flops import peaks
 from loganalyzer.render.numbers import number
 
@@ -25,6 +26,7 @@ Examples:
 @click.command("hardware", help=_HARDWARE_HELP)
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.hardware/1 JSON.")
+@debug_option
 def hardware_command(name: str | None, as_json: bool) -> None:
     if name is None:
         rows = peaks.accelerators()
@@ -42,7 +44,9 @@ def hardware_command(name: str | None, as_json: bool) -> None:
     acc = resolution.accelerator
     for warning in resolution.warnings:
         click.echo(f"warning: {warning}", err=True)
-    document = peaks.accelerator_json(acc, resolution.matched, resolution.scale)
+    document = peaks.accelerator_json(
+        acc, resolution.matched, resolution.scale, resolution.memory_gb
+    )
     if as_json:
         click.echo(json.dumps(document, indent=2))
         return
@@ -52,7 +56,7 @@ def hardware_command(name: str | None, as_json: bool) -> None:
     for dtype in peaks.DTYPES:
         peak = resolution.peak_tflops(dtype)
         click.echo(f"{dtype:<12} {number(peak, 'g', missing='n/a')}")
-    memory = number(acc.memory_gb, "g", missing="n/a")
-    bandwidth = number(acc.mem_bw_tbs, "g", missing="n/a")
+    memory = number(resolution.memory_gb, "g")
+    bandwidth = number(acc.mem_bw_tbs, "g")
     click.echo(f"{'memory':<12} {memory} GB, {bandwidth} TB/s")
     click.echo(f"{'source':<12} {acc.source}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
 from loganalyzer.flops import peaks
 from loganalyzer.flops.formulas import (
     FlopsResult,
@@ -48,6 +48,7 @@ Examples:
     help="Model FLOPs of one iteration; skips the model.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the loganalyzer.mfu/1 document.")
+@debug_option
 def mfu(
     step_time: float | None,
     tokens_per_second: float | None,

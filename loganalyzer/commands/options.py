@@ -164,6 +164,24 @@ _OPTIONS: tuple[Callable[[F], F], ...] = (
 )
 
 
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        root = ctx.find_root()
+        root.ensure_object(dict)
+        root.obj["debug"] = True
+
+
+# `--debug` is the group's option; this lets it follow the subcommand too.
+debug_option = click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_set_debug,
+    help="Show tracebacks instead of one-line errors.",
+)
+
+
 def model_options(command: F) -> F:
     """Add the model, run and hardware options of cli.md to a click command."""
     for option in reversed(_OPTIONS):

@@ -69,6 +69,7 @@ class Efficiency:
     reported_explanation: str | None
     expected_ratio: float | None
     params: int | None
+    active_params: int | None  # per token: the experts a token is routed to, for MoE
     warnings: tuple[str, ...]
 
 
@@ -204,9 +205,10 @@ def measure(
     the records the steady pace is taken over (all records when not given)."""
     warnings: list[str] = []
     params = facts.shape.params if "params" in facts.origins else None
+    counts = count_parameters(facts.shape)
     if params is None:
-        counts = count_parameters(facts.shape)
         params = counts.total if counts is not None else facts.shape.params
+    active = counts.active if counts is not None and facts.shape.num_experts else params
     recompute = facts.recompute or "none"
     if facts.recompute is None:
         warnings.append("activation recomputation unknown: none assumed (pass --recompute)")
@@ -256,6 +258,7 @@ def measure(
         reported_explanation=explanation,
         expected_ratio=expected,
         params=params,
+        active_params=active,
         warnings=tuple(warnings),
     )
 
@@ -288,7 +291,10 @@ def _defaults_used(facts: RunFacts) -> list[str]:
     stated = facts.origins
     shape = facts.shape
     found = []
-    if "swiglu" not in stated:
+    # An arguments dump without a swiglu argument comes from a Megatron that had none (2021
+    # releases): a plain MLP is then a fact of the version, not an assumption.
+    dumped = stated.get("num_layers", "flag") != "flag"
+    if "swiglu" not in stated and not dumped:
         found.append("assumption: plain (not gated) MLP, as no swiglu was stated (--swiglu)")
     if shape.num_experts and "moe_router_topk" not in stated:
         found.append(

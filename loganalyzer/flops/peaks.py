@@ -39,6 +39,7 @@ _DTYPE_ALIASES = {
 _VENDOR_WORDS = {"nvidia", "amd", "instinct", "tesla", "geforce", "google", "intel", "aws"}
 _MIG = re.compile(r"\bmig\s+(?:(\d+)c\.)?(\d+)g\.\d+gb\b", re.IGNORECASE)
 MIG_COMPUTE_SLICES = 7
+_MEMORY = re.compile(r"(\d+)\s*GB\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,14 @@ class Resolution:
     matched: str
     scale: float = 1.0
     warnings: tuple[str, ...] = field(default=())
+    device: str = ""
+
+    @property
+    def memory_gb(self) -> float | None:
+        """The memory the device name states (a row covers "16/32GB" variants: a
+        `Tesla V100-PCIE-16GB` has 16), else the row's."""
+        stated = _MEMORY.search(self.device)
+        return float(stated.group(1)) if stated else self.accelerator.memory_gb
 
     def peak_tflops(self, dtype: str) -> float | None:
         """The dense peak for `dtype`, scaled for a MIG slice."""
@@ -140,14 +149,14 @@ def resolve(name: str) -> Resolution | None:
         return None
     _, acc, pattern = max(candidates, key=lambda c: c[0])
     if mig is None:
-        return Resolution(acc, pattern, 1.0, _gcd_note(acc))
+        return Resolution(acc, pattern, 1.0, _gcd_note(acc), device)
     slices = int(mig.group(1) or mig.group(2))
     scale = slices / MIG_COMPUTE_SLICES
     warning = (
         f"MIG slice {mig.group(0).split()[-1]}: peak scaled by {slices}/{MIG_COMPUTE_SLICES}"
         f" compute slices of {acc.key} (approximate)"
     )
-    return Resolution(acc, pattern, scale, (warning,))
+    return Resolution(acc, pattern, scale, (warning,), device)
 
 
 def _shadow_note(acc: Accelerator) -> tuple[str, ...]:
@@ -168,6 +177,10 @@ def _gcd_note(acc: Accelerator) -> tuple[str, ...]:
 def suggest(name: str, limit: int = 3) -> list[str]:
     """Table keys close to an unknown name, for the error message."""
     wanted = name.strip().lower()
+    # Variants of the family named come first: "A100" means one of the a100-* rows.
+    family = [acc.key for acc in accelerators() if acc.key.startswith(wanted)]
+    if family:
+        return family[:limit]
     by_text: dict[str, str] = {}
     for acc in accelerators():
         by_text[acc.key] = acc.key
@@ -216,7 +229,10 @@ def peak_json(
 
 
 def accelerator_json(
-    acc: Accelerator, matched: str | None = None, scale: float = 1.0
+    acc: Accelerator,
+    matched: str | None = None,
+    scale: float = 1.0,
+    memory_gb: float | None = None,
 ) -> dict[str, object]:
     """The `loganalyzer.hardware/1` object for one row."""
     return {
@@ -225,7 +241,7 @@ def accelerator_json(
         "name": acc.name,
         "matched": matched,
         "peak_tflops": {d: (None if p is None else p * scale) for d, p in acc.peaks.items()},
-        "memory_gb": acc.memory_gb,
+        "memory_gb": acc.memory_gb if memory_gb is None else memory_gb,
         "mem_bw_tbs": acc.mem_bw_tbs,
         "patterns": list(acc.patterns),
         "scale": scale,

@@ -63,9 +63,8 @@ def _run_section(doc: dict[str, Any]) -> list[str]:
     model = run["model"]
     par = run["parallelism"]
     shape = _known([(k, model[k]) for k in ("num_layers", "hidden_size", "num_attention_heads")])
-    precision = number(run["dtype"])
-    if run.get("dtype_assumed"):
-        precision += " (assumed)"
+    precision = number(run["dtype"]) + (" (assumed)" if run.get("dtype_assumed") else "")
+    recompute = number(run["recompute"]) + (" (assumed)" if run.get("recompute_assumed") else "")
     return [
         "Run",
         *_rows(
@@ -79,7 +78,7 @@ def _run_section(doc: dict[str, Any]) -> list[str]:
                     or UNKNOWN,
                 ),
                 ("precision", precision),
-                ("recompute", number(run["recompute"])),
+                ("recompute", recompute),
                 ("batch", _batch(run)),
             ]
         ),
