@@ -130,6 +130,12 @@ def test_trainable_params_counted_at_six() -> None:
     assert result.per_iteration == 10 * (4 * 1000 + 2 * 100)
 
 
+def test_lora_adapters_are_extra_weights_at_six() -> None:
+    shape = ModelShape(seq_length=10, params=1000, trainable_params=100)
+    result = compute_flops(shape, 1, "6n", lora=True)
+    assert result.per_iteration == 10 * (4 * 1000 + 6 * 100)
+
+
 def test_lora_keeps_attention_at_full_cost() -> None:
     shape, batch = _shape(ROWS[0])
     plain, lora = compute_flops(shape, batch), compute_flops(shape, batch, lora=True)

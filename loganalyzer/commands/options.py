@@ -148,7 +148,12 @@ _OPTIONS: tuple[Callable[[F], F], ...] = (
         help="A preset (llama3-8b, gpt3-175b, ...) or a Hugging Face config.json.",
     ),
     click.option("--lora", is_flag=True, default=None, help="Base weights frozen (4N for them)."),
-    click.option("--trainable-params", callback=_count, help="Trainable parameters (frozen rest)."),
+    click.option(
+        "--trainable-params",
+        callback=_count,
+        help="Trainable parameters: LoRA adapters with --lora (6 FLOPs each), else the unfrozen"
+        " part of the model (the rest frozen).",
+    ),
     click.option("--recompute", type=click.Choice(RECOMPUTE), help="Activation recomputation."),
     click.option(
         "--gpu",

@@ -245,14 +245,23 @@ def _finish(
     per_token = terms.weights + terms.attention + terms.rest
     if lora or shape.trainable_params is not None:
         trainable = shape.trainable_params or 0
-        per_token = (terms.weights + terms.rest) * 2 / 3 + terms.attention + 2 * trainable
+        # LoRA adapters are weights beside the frozen base: each costs the full 6 FLOPs per
+        # token. Without --lora, the trainable weights are among the counted ones (a partly
+        # frozen model): they only add the weight gradient the frozen count left out, 2.
+        extra_cost = 6 if lora else 2
+        per_token = (terms.weights + terms.rest) * 2 / 3 + terms.attention + extra_cost * trainable
         lines.append(
             "frozen:   weight GEMMs skip the weight gradient (4 instead of 6 FLOPs per weight),"
-            f" trainable weights add 2: F = B·s·(2/3·W + A + 2·T) with T = {trainable}"
+            f" trainable weights add {extra_cost}: F = B·s·(2/3·W + A + {extra_cost}·T) with"
+            f" T = {trainable}"
+        )
+        where = (
+            "LoRA adapters beside the counted weights, 6 FLOPs each per token"
+            if lora
+            else "among the counted weights, 2 more FLOPs each per token"
         )
         assumptions.append(
-            f"frozen base weights (4N); {trainable} trainable parameters counted at 6N"
-            " and assumed to be among the counted weights"
+            f"frozen base weights (4N); {trainable} trainable parameters counted at 6N, {where}"
         )
     model = tokens * per_token
     lines.append(f"result:   F = {model:.6e} FLOPs per iteration")
