@@ -167,9 +167,14 @@ def _slow_step(step: dict[str, Any]) -> str:
     lost = duration(step["lost_s"])
     baseline = f"{ratio(step['ratio'])} the baseline of {seconds(step['baseline_s'])}"
     if step["kind"] == "sustained":
-        records = f"{plural(step['records'], 'record')} from {step['first_record']}"
+        records = (
+            f" ({plural(step['records'], 'record')}, {step['first_record']} to "
+            f"{step['last_record']})"
+            if step["interval"] > 1
+            else ""
+        )
         return (
-            f"{span} ({records}) ran at {seconds(step['step_time_s'])} per iteration, "
+            f"{span}{records} ran at {seconds(step['step_time_s'])} per iteration, "
             f"{baseline}: {lost} lost (sustained)"
         )
     if step["interval"] > 1:
