@@ -67,6 +67,7 @@ def build_summary(
             recomputed_over_reported=efficiency.recomputed_over_reported,
             expected_ratio=efficiency.expected_ratio,
             low_confidence=confidence,
+            mfu_vs_bf16=efficiency.mfu_vs_bf16,
         ),
     )
     document = {

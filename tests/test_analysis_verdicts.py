@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 import pytest
 
@@ -241,3 +243,12 @@ def test_a_shortfall_within_the_tolerance_is_information() -> None:
     assert (near.severity, near.code) == ("info", "MFU_BELOW_REFERENCE")
     (far,) = verdicts_for(mfu_inputs(0.34))
     assert (far.severity, far.code) == ("warning", "MFU_BELOW_REFERENCE")
+
+
+def test_an_fp8_run_compares_against_the_bf16_peak_where_only_bf16_was_published() -> None:
+    inputs = dataclasses.replace(mfu_inputs(0.20, dtype="fp8"), mfu_vs_bf16=0.40)
+    (verdict,) = verdicts_for(inputs)
+    assert verdict.code == "MFU_WITHIN_REFERENCE"
+    assert verdict.message.startswith(
+        "MFU against the bf16 peak 40.0 % is within what published runs of bf16 on H100"
+    )

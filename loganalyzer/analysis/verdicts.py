@@ -79,6 +79,7 @@ class MfuInputs:
     recomputed_over_reported: float | None
     expected_ratio: float | None = None
     low_confidence: str | None = None
+    mfu_vs_bf16: float | None = None  # an FP8 run's MFU against the bf16 peak
 
 
 @dataclass(frozen=True)
@@ -171,15 +172,15 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
     family = hardware_family(inputs.hardware_key) if inputs.hardware_key else None
     if family is None or inputs.dtype is None:
         return []
-    precision = _precision_class(inputs.dtype)
-    peers = [
-        ref
-        for ref in reference_runs()
-        if hardware_family(ref.hardware) == family and _precision_class(ref.dtype) == precision
-    ]
-    label = f"{inputs.dtype} on {family.upper()}"
+    dtype, name = inputs.dtype, "MFU"
+    peers = _peers(family, dtype)
+    if not peers and dtype == "fp8" and inputs.mfu_vs_bf16 is not None:
+        # Most published figures are against the bf16 peak: so is this comparison.
+        dtype, name, mfu = "bf16", "MFU against the bf16 peak", inputs.mfu_vs_bf16
+        peers = _peers(family, dtype)
+    label = f"{dtype} on {family.upper()}"
     if not peers:
-        message = f"no published run of {label} to compare MFU {percent(mfu)} against"
+        message = f"no published run of {label} to compare {name} {percent(mfu)} against"
         return [Verdict("info", "MFU_NO_REFERENCE", message)]
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
     # Published runs of a very different size say little about this one: below them is
@@ -200,12 +201,21 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
         above = mfu > high
         code = "MFU_ABOVE_REFERENCE" if above else "MFU_WITHIN_REFERENCE"
         relation = "above what" if above else "within what"
-        return [Verdict("info", code, f"MFU {percent(mfu)} is {relation} {where}")]
+        return [Verdict("info", code, f"{name} {percent(mfu)} is {relation} {where}")]
     severity: Severity = "critical" if mfu < CRITICAL_SHARE_OF_REFERENCE * low else "warning"
     if size_unlike or mfu >= (1 - REFERENCE_TOLERANCE) * low:
         severity = "info"
-    message = f"MFU {percent(mfu)} is below what {where}"
+    message = f"{name} {percent(mfu)} is below what {where}"
     return [Verdict(severity, "MFU_BELOW_REFERENCE", message)]
+
+
+def _peers(family: str, dtype: str) -> list[ReferenceRun]:
+    precision = _precision_class(dtype)
+    return [
+        ref
+        for ref in reference_runs()
+        if hardware_family(ref.hardware) == family and _precision_class(ref.dtype) == precision
+    ]
 
 
 def _similar_size(ref: ReferenceRun, params: float | None, factor: float = SIZE_FACTOR) -> bool:
