@@ -201,8 +201,8 @@ def summary(
             )
         )
     if fail_under_mfu is not None:
-        for document in documents:
-            gate_mfu(document, fail_under_mfu)
+        for number, document in enumerate(documents, 1):
+            gate_mfu(document, fail_under_mfu, f"run {number}: " if split_runs else "")
 
 
 def _chosen_runs(
@@ -222,14 +222,15 @@ def _chosen_runs(
     return runs
 
 
-def gate_mfu(document: dict[str, Any], fail_under: float) -> None:
-    """--fail-under-mfu: exit 4 when the steady-state MFU is below the bar or unknown."""
+def gate_mfu(document: dict[str, Any], fail_under: float, which: str = "") -> None:
+    """--fail-under-mfu: exit 4 when the steady-state MFU is below the bar or unknown;
+    `which` names the run where there are several."""
     mfu_value = (document["flops"] or {}).get("mfu")
     if mfu_value is None or mfu_value < fail_under:
         # one decimal, unless it would print the MFU equal to the bar it fails
         decimals = 1 if percent(mfu_value) != percent(fail_under) else 3
         shown, bar = percent(mfu_value, decimals), percent(fail_under, decimals)
-        raise GateFailedError(f"steady-state MFU {shown} is below {bar}")
+        raise GateFailedError(f"{which}steady-state MFU {shown} is below {bar}")
 
 
 @main.command()

@@ -19,6 +19,8 @@ RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "repor
 
 
 def order_key(run: Run) -> tuple[int, object, int, str]:
+    """Where a file's Run goes among others: by first timestamp where it has one, else by
+    first iteration, then path."""
     table = run.table
     first_stamp = table["timestamp"].drop_nulls().min() if table.height else None
     first_iteration = table["iteration"].min() if table.height else None

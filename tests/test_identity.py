@@ -201,3 +201,12 @@ def test_a_resumed_launch_with_another_batch_is_one_run_with_a_warning(tmp_path:
     assert f"{path}:32: global_batch_size = 16 differs from 8 ({path}:5); the first is used" in (
         loaded.run.warnings
     )
+
+
+def test_the_gate_names_the_run_that_fails_it(shared_logs: Path) -> None:
+    folder = str(shared_logs / "bigscience/gpt2-meg")
+    args = ["summary", "-q", "--split-runs", folder, "--gpu", "v100-sxm2"]
+    result = CliRunner().invoke(main, [*args, "--fail-under-mfu", "0.2"])
+    assert result.exit_code == 4
+    assert result.stderr.startswith("Error: run ")
+    assert "steady-state MFU 11.5 % is below 20.0 %" in result.stderr
