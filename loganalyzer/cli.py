@@ -194,10 +194,18 @@ def summary(
         shown: object = documents if split_runs else documents[0]
         click.echo(json.dumps(shown, indent=2, allow_nan=False, default=str))
     else:
+        headings = (
+            [
+                f"Run {n} of {len(runs)}: {line}\n"
+                for n, line in enumerate(describe_runs([loaded.run for loaded in runs]), 1)
+            ]
+            if split_runs
+            else [""]
+        )
         click.echo(
             "\n\n".join(
-                (f"Run {n} of {len(documents)}\n" if split_runs else "") + render_summary(doc)
-                for n, doc in enumerate(documents, 1)
+                heading + render_summary(doc)
+                for heading, doc in zip(headings, documents, strict=True)
             )
         )
     if fail_under_mfu is not None:
