@@ -14,8 +14,10 @@ from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.flops.efficiency import (
+    ASSUMED_DTYPE,
     Efficiency,
     RunFacts,
+    assumed_dtype,
     goodput_mfu,
     measure,
     resolve_facts,
@@ -54,7 +56,15 @@ def build_summary(
         else None
     )
     if tokens is None:
-        warnings.append("tokens per iteration unknown: pass --global-batch-size and --seq-length")
+        missing = [
+            option
+            for option, value in (
+                ("--global-batch-size", facts.global_batch_size),
+                ("--seq-length", facts.shape.seq_length),
+            )
+            if not value
+        ]
+        warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     verdicts = judge(
         analysis,
         run.table,
@@ -131,8 +141,8 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
         "framework": run.framework,
         "gpu": resolution_json(facts.gpu, facts.gpu_source) if facts.gpu else None,
         "num_gpus": facts.num_gpus,
-        "dtype": facts.dtype or _peak_dtype(efficiency),
-        "dtype_assumed": facts.dtype is None and _peak_dtype(efficiency) is not None,
+        "dtype": ASSUMED_DTYPE if assumed_dtype(facts) else facts.dtype,
+        "dtype_assumed": assumed_dtype(facts),
         "global_batch_size": facts.global_batch_size,
         "seq_length": shape.seq_length,
         "tokens_per_iteration": tokens,
@@ -162,12 +172,6 @@ def _goodput(analysis: Analysis, efficiency: Efficiency, facts: RunFacts) -> flo
     redone = sum(r.lost_iterations for r in analysis.restarts)
     wall = time.logged_s + time.restart_gaps_s + time.stalls_s
     return goodput_mfu(efficiency, facts.num_gpus, analysis.iterations - redone, wall)
-
-
-def _peak_dtype(efficiency: Efficiency) -> str | None:
-    """The precision whose peak the MFU is against (bf16 when the run does not say)."""
-    dtype = efficiency.peak["dtype"] if efficiency.peak else None
-    return dtype if isinstance(dtype, str) else None
 
 
 def _parallelism(run: Run, facts: RunFacts) -> dict[str, int | None]:

@@ -304,12 +304,20 @@ def _defaults_used(facts: RunFacts) -> list[str]:
     return found
 
 
+# The precision a run that does not state one is assumed to train in (the peak it is held to).
+ASSUMED_DTYPE = "bf16"
+
+
+def assumed_dtype(facts: RunFacts) -> bool:
+    """Whether the figures assume `ASSUMED_DTYPE`: the run states no precision, and no
+    --peak-tflops makes the precision moot."""
+    return facts.dtype is None and facts.peak_override is None
+
+
 def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
-    dtype = facts.dtype
-    if dtype is None:
-        dtype = "bf16"
-        if facts.peak_override is None:
-            warnings.append("precision unknown: bf16 assumed; pass --dtype")
+    dtype = facts.dtype or ASSUMED_DTYPE
+    if assumed_dtype(facts):
+        warnings.append(f"precision unknown: {ASSUMED_DTYPE} assumed; pass --dtype")
     if facts.gpu is not None:
         warnings.extend(facts.gpu.warnings)
     peak = peaks.peak_json(facts.gpu, dtype, facts.peak_override)
