@@ -1,7 +1,8 @@
 """The command line: the only module that prints or exits.
 
-stdout carries only the data asked for (the summary, the JSON); messages, warnings and
-progress go to stderr. Errors are one line; `--debug` shows the traceback.
+stdout carries only the data asked for (the summary with its warnings, the JSON); messages,
+progress and, beside the JSON, the warnings go to stderr. Errors are one line; `--debug`
+shows the traceback.
 """
 
 from __future__ import annotations

@@ -128,3 +128,19 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert problems("ran 5.95x the baseline")
     assert problems("MFU 15.50 %, 95% of the time")
     assert not problems("MFU 41.0 % at 0.61 s per step, 5.95× the baseline; mixtral-8x7b")
+
+
+@pytest.mark.parametrize(
+    "name", ["bigscience", "excerpts/megatron_deepspeed_3.txt", "excerpts/megatron_1.txt"]
+)
+def test_real_logs_split_into_runs_print_figures_one_way(shared_logs: Path, name: str) -> None:
+    args = ["summary", "-q", "--split-runs", str(shared_logs / name), "--gpu", "v100-sxm2"]
+    as_json = CliRunner().invoke(main, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    found = []
+    for document in json.loads(as_json.stdout):
+        found += [f"json: {p}" for s in strings(document) for p in problems(s)]
+        found += [f"{n}: {p}" for n in RENDERERS for p in problems(renderer(n)(document))]
+    text = CliRunner().invoke(main, args)
+    found += problems(text.stdout)
+    assert not found, "\n".join(found)
