@@ -19,11 +19,11 @@ from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
-from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
-from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
-from loganalyzer.summary import build_summary
+
+# polars and everything built on it (load, summary, rendering) are imported by the commands
+# that use them, so `loganalyzer --help` starts without them.
 
 
 class _Group(click.Group):
@@ -146,6 +146,10 @@ def summary(
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
     """
+    from loganalyzer.load import load_run
+    from loganalyzer.render.text import render_summary
+    from loganalyzer.summary import build_summary
+
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
