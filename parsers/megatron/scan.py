@@ -15,7 +15,8 @@ from loganalyzer.parsers.megatron.metrics import (
     timers,
     validation_lines,
 )
-from loganalyzer.parsers.megatron.records import iteration_fields, iteration_records, wide_fields
+from loganalyzer.parsers.megatron.records import iteration_records
+from loganalyzer.parsers.megatron.template import read_fields
 from loganalyzer.textlog import (
     clean,
     kubelet_timestamp,
@@ -119,22 +120,18 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
     )
     pieces = split_glued(other, RECORD_START)
     records = iteration_records(having(pieces, "iteration"))
-    fields = iteration_fields(records)
-    wide = wide_fields(fields)
-    extras = (
-        fields.filter(pl.col("column").is_null() & pl.col("value").is_not_null())
-        .join(
-            records.select("line", "piece", "launch", "iteration", record_key="key"),
-            on=["line", "piece"],
-        )
-        .select(
-            "line",
-            "iteration",
-            name=pl.col("printed").cast(pl.Categorical),
-            value="value",
-            rank=pl.lit(None, dtype=pl.Int32),
-            copy_key=pl.struct("record_key", "printed").hash(),
-        )
+    fields = read_fields(records)
+    extras = fields.extras.join(
+        records.select("line", "piece", "launch", "iteration", record_key="key"),
+        on=["line", "piece"],
+        maintain_order="left",
+    ).select(
+        "line",
+        "iteration",
+        name=pl.col("printed").cast(pl.Categorical),
+        value="value",
+        rank=pl.lit(None, dtype=pl.Int32),
+        copy_key=pl.struct("record_key", "printed").hash(),
     )
     metrics = pl.concat(
         [
@@ -146,11 +143,13 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
         how="diagonal_relaxed",
     )
     return Chunk(
-        records=records.drop("rest", "naive_stamp").join(wide, on=["line", "piece"], how="left"),
+        records=records.drop("rest", "naive_stamp").join(
+            fields.wide, on=["line", "piece"], how="left", maintain_order="left"
+        ),
         extras=extras,
         metrics=metrics,
         facts=facts,
-        keys=frozenset(fields["key"].unique().to_list()),
+        keys=fields.keys,
         naive_stamps=bool(records["naive_stamp"].any()),
     )
 
