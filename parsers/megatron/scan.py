@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
         launch = start.cast(pl.Int32).cum_sum() + launch_offset
         inside = (depth > 0) & ~start
-        candidate = inside | text.str.contains_any(list(CANDIDATES))
+        candidate = inside | text.str.contains(any_of(CANDIDATES))
         if frame.height:
             launch_offset = int(launch[-1])
             in_args = max(int(depth[-1]), 0)
@@ -156,7 +157,13 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
 
 def having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:
     """The rows whose text contains any of the literal markers."""
-    return frame.filter(pl.col("text").str.contains_any(list(markers)))
+    return frame.filter(pl.col("text").str.contains(any_of(markers)))
+
+
+def any_of(markers: tuple[str, ...]) -> str:
+    """A regular expression matching any of the literal markers. polars' `contains_any`
+    gives the same answer but was measured up to 30x slower with six markers or more."""
+    return "|".join(re.escape(marker) for marker in markers)
 
 
 def startup_facts(frame: pl.DataFrame) -> pl.DataFrame:
