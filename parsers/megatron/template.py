@@ -201,3 +201,99 @@ def _read_template(
 
 def _divided(column: str, divisor: str | None) -> pl.Expr:
     return pl.col(column) if divisor is None else pl.col(column) / pl.col(divisor)
+
+
+# A `key: value` field of a timer, memory or validation line: the key, and one token.
+KEY_VALUE = r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"
+_KEY_VALUE = re.compile(KEY_VALUE)
+
+_ROW_COLUMNS = ("line", "launch", "rank", "after")
+
+
+def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
+    """One row (line, launch, rank, after, name, value) per `key: value` of `fields` (a
+    '|'-separated text), in line and field order; `name` builds the metric's name from the
+    key (`pl.col("key")`). The lines that fit a learned template are read by slices, the
+    others field by field; both give the same rows."""
+    remaining = frame.select(
+        *_ROW_COLUMNS, fields=fields, order=pl.int_range(pl.len(), dtype=pl.Int64)
+    ).drop_nulls("fields")
+    found = []
+    for _ in range(MAX_TEMPLATES):
+        if remaining.height == 0:
+            break
+        template = remaining.item(0, "fields").split("|")
+        parts = remaining.with_columns(
+            part=pl.col("fields").str.split_exact("|", len(template) - 1)
+        ).unnest("part")
+        tests = [pl.col("fields").str.count_matches("|", literal=True) == len(template) - 1]
+        tokens: dict[int, tuple[str, pl.Expr]] = {}
+        for position, text in enumerate(template):
+            field = pl.col(f"field_{position}")
+            if not _KEY_VALUE.match(text):
+                tests.append(field == text)
+                continue
+            prefix = text[: text.index(":") + 1]
+            token = field.str.slice(len(prefix)).str.strip_chars()
+            tokens[position] = (prefix[:-1].strip(), token)
+            tests.append(
+                field.str.starts_with(prefix)
+                & (token.str.len_bytes() > 0)
+                & ~token.str.contains(r"\s")
+            )
+        fits = parts.select(pl.all_horizontal(tests).fill_null(False)).to_series()
+        matched = parts.filter(fits)
+        remaining = remaining.filter(~fits)
+        for position, (key, token) in tokens.items():
+            metric = pl.DataFrame({"key": [key]}).select(name).item()
+            if metric is not None:
+                found.append(
+                    _numbers(
+                        matched.select(
+                            "order",
+                            *_ROW_COLUMNS,
+                            position=pl.lit(position, dtype=pl.Int32),
+                            name=pl.lit(metric, dtype=pl.String),
+                            token=token,
+                        )
+                    )
+                )
+    if remaining.height:
+        found.append(_general_key_values(remaining, name))
+    if not found:
+        return (
+            frame.select(*_ROW_COLUMNS)
+            .clear()
+            .with_columns(name=pl.lit(None, dtype=pl.String), value=pl.lit(None, dtype=pl.Float64))
+        )
+    return pl.concat(found).sort("order", "position").select(*_ROW_COLUMNS, "name", "value")
+
+
+def _general_key_values(rows: pl.DataFrame, name: pl.Expr) -> pl.DataFrame:
+    """Field by field: every '|'-separated field of `fields` matched against KEY_VALUE."""
+    pairs = (
+        rows.with_columns(field=pl.col("fields").str.split("|"))
+        .explode("field")
+        .with_columns(position=pl.int_range(pl.len(), dtype=pl.Int32).over("order"))
+        .with_columns(m=pl.col("field").str.extract_groups(KEY_VALUE))
+        .with_columns(key=pl.col("m").struct.field("1"))
+        .select(
+            "order",
+            *_ROW_COLUMNS,
+            "position",
+            name=name.cast(pl.String),
+            token=pl.col("m").struct.field("2"),
+        )
+        .drop_nulls(["name", "token"])
+    )
+    return _numbers(pairs)
+
+
+def _numbers(rows: pl.DataFrame) -> pl.DataFrame:
+    """`token` read as the number it prints (`value`): a plain cast, and the general number
+    reader for the tokens a cast cannot read; rows without a number are dropped."""
+    cast = pl.col("token").cast(pl.Float64, strict=False)
+    read = rows.with_columns(value=cast)
+    if read.get_column("value").null_count():
+        read = read.with_columns(value=pl.coalesce(cast, to_number(pl.col("token"))))
+    return read.drop("token").drop_nulls("value")
