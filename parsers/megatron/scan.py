@@ -68,11 +68,11 @@ CANDIDATES = (
 
 
 def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
-    """Line chunks with the candidate lines only, tagged with the launch and arguments state.
+    """Line chunks tagged with the launch and arguments state.
 
     The state (which launch, inside an arguments dump or not) is carried across chunks so
-    a dump split between two chunks is still read whole. Cheap literal tests pick the
-    candidate lines; the regular expressions only ever see those.
+    a dump split between two chunks is still read whole. Only that state is computed here,
+    in file order; everything else is done per chunk by `scan_chunk`, on the thread pool.
     """
     launch_offset = 0
     in_args = 0
@@ -82,23 +82,26 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         end = text.str.contains("-- end of arguments --", literal=True)
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
         launch = start.cast(pl.Int32).cum_sum() + launch_offset
-        inside = (depth > 0) & ~start
-        candidate = inside | text.str.contains(any_of(CANDIDATES))
         if frame.height:
             launch_offset = int(launch[-1])
             in_args = max(int(depth[-1]), 0)
-        yield (
-            frame.with_columns(launch=launch, in_args=inside)
-            .filter(candidate)
-            .with_columns(
-                launcher_rank(pl.col("text")),
-                kubelet_timestamp(pl.col("text")).alias("line_stamp"),
-                clean(strip_launcher(pl.col("text"))).alias("text"),
-            )
-        )
+        yield frame.with_columns(launch=launch, in_args=(depth > 0) & ~start)
 
 
-def scan_chunk(frame: pl.DataFrame) -> Chunk:
+def candidate_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The lines this parser reads, without launcher labels and colour codes, with the rank
+    and time stamp the labels gave. Cheap literal tests pick the lines; the regular
+    expressions only ever see those."""
+    text = pl.col("text")
+    return frame.filter(pl.col("in_args") | text.str.contains(any_of(CANDIDATES))).with_columns(
+        launcher_rank(text),
+        kubelet_timestamp(text).alias("line_stamp"),
+        clean(strip_launcher(text)).alias("text"),
+    )
+
+
+def scan_chunk(lines: pl.DataFrame) -> Chunk:
+    frame = candidate_lines(lines)
     args = (
         frame.filter(pl.col("in_args"))
         .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
