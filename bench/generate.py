@@ -10,6 +10,7 @@ real.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date, timedelta
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "megatron"
@@ -22,6 +23,9 @@ _NOISE = (
 )
 
 _BLOCK = 1000  # iterations written per call to write()
+
+# The dates of the run's days (six seconds an iteration: 2.4 M iterations take 167 days).
+_DAYS = [(date(2025, 9, 1) + timedelta(days=d)).isoformat() for d in range(2000)]
 
 
 def _head(fixture: str, prefix: str) -> str:
@@ -39,9 +43,9 @@ def _current_block(first: int) -> Iterator[str]:
     `srun --label`: timestamped iteration lines (rank 63), a memory line every 3 iterations,
     a (min, max) timer block every 5, and about 30 % noise lines."""
     for i in range(first, first + _BLOCK):
-        second = 9 + i * 6
+        second = 8 * 3600 + 9 + i * 6
         yield (
-            f"63:  [2025-09-01 {8 + second // 3600 % 24:02d}:{second // 60 % 60:02d}:"
+            f"63:  [{_DAYS[second // 86400]} {second // 3600 % 24:02d}:{second // 60 % 60:02d}:"
             f"{second % 60:02d}.{i * 7919 % 1000000:06d}] iteration {i:8d}/ 5000000 |"
             f" consumed samples: {i * 128:12d} |"
             f" elapsed time per iteration (ms): {6000 + i * 31 % 400:.1f} |"
