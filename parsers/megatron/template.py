@@ -11,6 +11,7 @@ field; both give the same values.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -227,37 +228,34 @@ def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.Da
             part=pl.col("fields").str.split_exact("|", len(template) - 1)
         ).unnest("part")
         tests = [pl.col("fields").str.count_matches("|", literal=True) == len(template) - 1]
-        tokens: dict[int, tuple[str, pl.Expr]] = {}
+        keys: dict[int, str] = {}
+        tokens = {}
         for position, text in enumerate(template):
             field = pl.col(f"field_{position}")
             if not _KEY_VALUE.match(text):
                 tests.append(field == text)
                 continue
             prefix = text[: text.index(":") + 1]
-            token = field.str.slice(len(prefix)).str.strip_chars()
-            tokens[position] = (prefix[:-1].strip(), token)
-            tests.append(
-                field.str.starts_with(prefix)
-                & (token.str.len_bytes() > 0)
-                & ~token.str.contains(r"\s")
-            )
-        fits = parts.select(pl.all_horizontal(tests).fill_null(False)).to_series()
-        matched = parts.filter(fits)
+            keys[position] = prefix[:-1].strip()
+            tests.append(field.str.starts_with(prefix))
+            tokens[f"token_{position}"] = field.str.slice(len(prefix)).str.strip_chars()
+        # A token a plain cast reads and that starts as a number does is one `\S+` token, and
+        # the general number reader gives it the same value; a line with any other token
+        # takes the general path.
+        values = parts.with_columns(**tokens).with_columns(
+            pl.col(f"token_{p}").cast(pl.Float64, strict=False).alias(f"value_{p}") for p in keys
+        )
+        tests.extend(
+            pl.col(f"value_{p}").is_not_null() & pl.col(f"token_{p}").str.contains(r"^[-+.\d]")
+            for p in keys
+        )
+        fits = values.select(pl.all_horizontal(tests).fill_null(False)).to_series()
+        matched = values.filter(fits)
         remaining = remaining.filter(~fits)
-        for position, (key, token) in tokens.items():
-            metric = pl.DataFrame({"key": [key]}).select(name).item()
-            if metric is not None:
-                found.append(
-                    _numbers(
-                        matched.select(
-                            "order",
-                            *_ROW_COLUMNS,
-                            position=pl.lit(position, dtype=pl.Int32),
-                            name=pl.lit(metric, dtype=pl.String),
-                            token=token,
-                        )
-                    )
-                )
+        named = {p: pl.DataFrame({"key": [k]}).select(name).item() for p, k in keys.items()}
+        named = {p: metric for p, metric in named.items() if metric is not None}
+        if named and matched.height:
+            found.append(_interleaved(matched, named))
     if remaining.height:
         found.append(_general_key_values(remaining, name))
     if not found:
@@ -266,7 +264,23 @@ def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.Da
             .clear()
             .with_columns(name=pl.lit(None, dtype=pl.String), value=pl.lit(None, dtype=pl.Float64))
         )
-    return pl.concat(found).sort("order", "position").select(*_ROW_COLUMNS, "name", "value")
+    # Each part is in line order and a line is in one part only: merging keeps the order.
+    rows = functools.reduce(lambda a, b: a.merge_sorted(b, key="order"), found)
+    return rows.select(*_ROW_COLUMNS, "name", "value")
+
+
+def _interleaved(matched: pl.DataFrame, named: dict[int, str]) -> pl.DataFrame:
+    """One row per line and named field (`value_<position>`), in line and field order:
+    exploded from a list per line rather than sorted."""
+    return (
+        matched.select("order", *_ROW_COLUMNS, value=pl.concat_list([f"value_{p}" for p in named]))
+        .explode("value")
+        .with_columns(
+            name=pl.lit(pl.Series(list(named.values()), dtype=pl.String)).gather(
+                pl.int_range(pl.len()) % len(named)
+            )
+        )
+    )
 
 
 def _general_key_values(rows: pl.DataFrame, name: pl.Expr) -> pl.DataFrame:
@@ -274,13 +288,11 @@ def _general_key_values(rows: pl.DataFrame, name: pl.Expr) -> pl.DataFrame:
     pairs = (
         rows.with_columns(field=pl.col("fields").str.split("|"))
         .explode("field")
-        .with_columns(position=pl.int_range(pl.len(), dtype=pl.Int32).over("order"))
         .with_columns(m=pl.col("field").str.extract_groups(KEY_VALUE))
         .with_columns(key=pl.col("m").struct.field("1"))
         .select(
             "order",
             *_ROW_COLUMNS,
-            "position",
             name=name.cast(pl.String),
             token=pl.col("m").struct.field("2"),
         )
