@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,13 +20,15 @@ from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
-from loganalyzer.identity import describe_runs
-from loganalyzer.load import Loaded, load_runs
 from loganalyzer.registry import load_registry
 from loganalyzer.render.numbers import percent, plural
-from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
-from loganalyzer.summary import build_summary
+
+if TYPE_CHECKING:
+    from loganalyzer.load import Loaded
+
+# polars and everything built on it (load, summary, rendering) are imported by the commands
+# that use them, so `loganalyzer --help` starts without them.
 
 
 class _Group(click.Group):
@@ -169,6 +171,11 @@ def summary(
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
       loganalyzer summary benchmarks/ --split-runs --gpu v100-sxm2
     """
+    from loganalyzer.identity import describe_runs
+    from loganalyzer.load import load_runs
+    from loganalyzer.render.text import render_summary
+    from loganalyzer.summary import build_summary
+
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
@@ -227,6 +234,8 @@ def _chosen_runs(
             )
         return [runs[run_number - 1]]
     if len(runs) > 1 and not split_runs:
+        from loganalyzer.identity import describe_runs
+
         raise SeveralRunsError(describe_runs([loaded.run for loaded in runs]), ", ".join(sources))
     return runs
 

@@ -28,9 +28,10 @@ The entry point may name a class (instantiated without arguments) or an instance
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loganalyzer.model import Run
+if TYPE_CHECKING:  # polars (under Run) is not needed to list or load parsers
+    from loganalyzer.model import Run
 
 
 @runtime_checkable

@@ -72,8 +72,17 @@ def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
     """Yield (number of the first line, lines) in bounded chunks, splitting only on '\\n'.
 
     Lines are numbered from 1 as an editor would; a lone '\\r' stays inside its line (parsers
-    decide what it means); a trailing '\\r' of CRLF files is removed. A "line" longer than
-    MAX_LINE_BYTES means the file is not a text log, and is refused rather than buffered.
+    decide what it means); a trailing '\\r' of CRLF files is removed.
+    """
+    for first, block in iter_line_blocks(path, chunk_bytes):
+        yield first, decode_lines(block)
+
+
+def iter_line_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield (number of the first line, bytes of whole lines without the last '\\n'), read
+    (and decompressed, for gzip) as a stream in bounded chunks: a block holds
+    `block.count(b"\\n") + 1` lines. A "line" longer than MAX_LINE_BYTES means the file is not
+    a text log, and is refused rather than buffered.
     """
     next_line = 1
     carry = b""
@@ -100,16 +109,15 @@ def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                     carry = block
                     continue
                 carry = block[cut + 1 :]
-                lines = _decode_lines(block[:cut])
-                yield next_line, lines
-                next_line += len(lines)
+                yield next_line, block[:cut]
+                next_line += block.count(b"\n", 0, cut) + 1
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(
             f"{path}: read failed after line {next_line - 1} ({exc}); "
             "the file may be truncated or corrupt"
         ) from exc
     if carry:
-        yield next_line, _decode_lines(carry)
+        yield next_line, carry
 
 
 def _is_gzip(path: Path) -> bool:
@@ -117,7 +125,8 @@ def _is_gzip(path: Path) -> bool:
         return probe.read(2) == GZIP_MAGIC
 
 
-def _decode_lines(block: bytes) -> list[str]:
+def decode_lines(block: bytes) -> list[str]:
+    """A block's lines, decoded leniently, without the '\\r' of CRLF line ends."""
     lines = block.decode("utf-8", errors="replace").split("\n")
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 

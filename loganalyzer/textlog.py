@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.sources import iter_line_chunks
+from loganalyzer.sources import decode_lines, iter_line_blocks
 
 # ESC[...m colour codes, and the same with the ESC byte lost ("[32m"), as seen in real logs.
 ANSI = r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m"
@@ -32,11 +32,34 @@ _SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
 def line_frames(path: Path) -> Iterator[pl.DataFrame]:
     """The file as DataFrames of (line: Int64, text: String), a bounded chunk at a time."""
-    for first, lines in iter_line_chunks(path):
+    for first, block in iter_line_blocks(path):
+        text = block_lines(block)
         yield pl.DataFrame(
-            {"line": pl.int_range(first, first + len(lines), eager=True), "text": lines},
+            {"line": pl.int_range(first, first + len(text), eager=True), "text": text},
             schema={"line": pl.Int64, "text": pl.String},
         )
+
+
+def block_lines(block: bytes) -> pl.Series:
+    """The lines of a block of bytes (see `sources.iter_line_blocks`), decoded leniently.
+
+    polars' CSV reader splits and decodes a block several times faster than Python, and
+    gives the same lines when no byte could be read otherwise: no '\\r' (kept inside a line,
+    dropped before '\\n'), no unit separator (its column separator here), no NUL. Other
+    blocks, and any block whose line count differs, are split by Python.
+    """
+    if not any(byte in block for byte in (b"\r", b"\x1f", b"\x00")):
+        read = pl.read_csv(
+            block + b"\n",
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            schema={"text": pl.String},
+            encoding="utf8-lossy",
+        ).get_column("text")
+        if read.len() == block.count(b"\n") + 1:
+            return read.fill_null("")
+    return pl.Series("text", decode_lines(block), dtype=pl.String)
 
 
 def clean(text: pl.Expr) -> pl.Expr:

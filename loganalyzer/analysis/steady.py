@@ -68,17 +68,24 @@ def summarise_warmup(recs: pl.DataFrame, warmup: int | None, pace_s: float) -> t
     """One `Warmup` per segment; `recs` carries the `warmup` flags, `pace_s` the steady pace."""
     time = pl.col("step") * pl.col("interval")
     excess = (pl.col("step") - pace_s).clip(lower_bound=0) * pl.col("interval")
-    warm = pl.col("warmup")
-    rows = (
-        recs.group_by("segment", maintain_order=True)
+    # Only the warm-up records are grouped (a few per segment), not the whole table.
+    warm = (
+        recs.filter(pl.col("warmup"))
+        .group_by("segment")
         .agg(
-            warm.sum().alias("records"),
-            pl.col("interval").filter(warm).sum().alias("iterations"),
-            pl.col("iteration").filter(warm).last().alias("last_iteration"),
-            time.filter(warm).sum().alias("time_s"),
-            excess.filter(warm).sum().alias("lost_s"),
-            (pl.col("step").filter(warm).max() / pace_s).alias("peak_ratio"),
+            pl.len().alias("records"),
+            pl.col("interval").sum().alias("iterations"),
+            pl.col("iteration").last().alias("last_iteration"),
+            time.sum().alias("time_s"),
+            excess.sum().alias("lost_s"),
+            (pl.col("step").max() / pace_s).alias("peak_ratio"),
         )
+    )
+    rows = (
+        recs.select(pl.col("segment").unique())
+        .join(warm, on="segment", how="left")
+        .with_columns(pl.col("records", "iterations").fill_null(0))
+        .with_columns(pl.col("time_s", "lost_s").fill_null(0.0))
         .sort("segment")
     )
     return tuple(

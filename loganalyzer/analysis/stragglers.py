@@ -38,9 +38,10 @@ def find_stragglers(metrics: pl.DataFrame) -> tuple[RankSpread, ...]:
     """One `RankSpread` per metric logged by at least two ranks, ordered by metric name."""
     per_rank = (
         metrics.filter(pl.col("rank").is_not_null())
-        .with_columns(pl.col("name").cast(pl.String))  # sort by the text, not category codes
         .group_by("name", "rank")
         .agg(pl.col("value").median())
+        # sort by the text, not category codes: cast after grouping, on one row per rank
+        .with_columns(pl.col("name").cast(pl.String))
         .sort(["name", "value", "rank"], descending=[False, True, False])
     )
     rows = (

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from loganalyzer.textlog import (
-    to_number,
-)
+from loganalyzer.parsers.megatron.template import key_value_rows
 
 TIMER_MINMAX = r"^\s+(\S.*?)\s*\.*:\s*\(\s*(" + r"[\d.]+" + r"),\s*([\d.]+)\)\s*$"
 
@@ -71,21 +69,8 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
 def key_values(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
     """One metric row per `key: value` of `fields` (a '|'-separated text): `name` builds the
     metric's name from the key (`pl.col("key")`). Keeps line, launch, rank and `after`."""
-    return (
-        frame.with_columns(field=fields.str.split("|"))
-        .explode("field")
-        .with_columns(m=pl.col("field").str.extract_groups(r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"))
-        .with_columns(key=pl.col("m").struct.field("1"))
-        .select(
-            "line",
-            "launch",
-            "rank",
-            "after",
-            name=name,
-            value=to_number(pl.col("m").struct.field("2")),
-        )
-        .drop_nulls(["name", "value"])
-    )
+    rows: pl.DataFrame = key_value_rows(frame, fields, name)
+    return rows
 
 
 def timers(pieces: pl.DataFrame) -> pl.DataFrame:

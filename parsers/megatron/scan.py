@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,8 @@ from loganalyzer.parsers.megatron.metrics import (
     timers,
     validation_lines,
 )
-from loganalyzer.parsers.megatron.records import iteration_fields, iteration_records, wide_fields
+from loganalyzer.parsers.megatron.records import iteration_records
+from loganalyzer.parsers.megatron.template import read_fields
 from loganalyzer.textlog import (
     clean,
     kubelet_timestamp,
@@ -65,11 +67,11 @@ CANDIDATES = (
 
 
 def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
-    """Line chunks with the candidate lines only, tagged with the launch and arguments state.
+    """Line chunks tagged with the launch and arguments state.
 
     The state (which launch, inside an arguments dump or not) is carried across chunks so
-    a dump split between two chunks is still read whole. Cheap literal tests pick the
-    candidate lines; the regular expressions only ever see those.
+    a dump split between two chunks is still read whole. Only that state is computed here,
+    in file order; everything else is done per chunk by `scan_chunk`, on the thread pool.
     """
     launch_offset = 0
     in_args = 0
@@ -79,23 +81,26 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
         end = text.str.contains("-- end of arguments --", literal=True)
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
         launch = start.cast(pl.Int32).cum_sum() + launch_offset
-        inside = (depth > 0) & ~start
-        candidate = inside | text.str.contains_any(list(CANDIDATES))
         if frame.height:
             launch_offset = int(launch[-1])
             in_args = max(int(depth[-1]), 0)
-        yield (
-            frame.with_columns(launch=launch, in_args=inside)
-            .filter(candidate)
-            .with_columns(
-                launcher_rank(pl.col("text")),
-                kubelet_timestamp(pl.col("text")).alias("line_stamp"),
-                clean(strip_launcher(pl.col("text"))).alias("text"),
-            )
-        )
+        yield frame.with_columns(launch=launch, in_args=(depth > 0) & ~start)
 
 
-def scan_chunk(frame: pl.DataFrame) -> Chunk:
+def candidate_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The lines this parser reads, without launcher labels and colour codes, with the rank
+    and time stamp the labels gave. Cheap literal tests pick the lines; the regular
+    expressions only ever see those."""
+    text = pl.col("text")
+    return frame.filter(pl.col("in_args") | text.str.contains(any_of(CANDIDATES))).with_columns(
+        launcher_rank(text),
+        kubelet_timestamp(text).alias("line_stamp"),
+        clean(strip_launcher(text)).alias("text"),
+    )
+
+
+def scan_chunk(lines: pl.DataFrame) -> Chunk:
+    frame = candidate_lines(lines)
     args = (
         frame.filter(pl.col("in_args"))
         .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
@@ -118,22 +123,18 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
     )
     pieces = split_glued(other, RECORD_START)
     records = iteration_records(having(pieces, "iteration"))
-    fields = iteration_fields(records)
-    wide = wide_fields(fields)
-    extras = (
-        fields.filter(pl.col("column").is_null() & pl.col("value").is_not_null())
-        .join(
-            records.select("line", "piece", "launch", "iteration", record_key="key"),
-            on=["line", "piece"],
-        )
-        .select(
-            "line",
-            "iteration",
-            name=pl.col("printed").cast(pl.Categorical),
-            value="value",
-            rank=pl.lit(None, dtype=pl.Int32),
-            copy_key=pl.struct("record_key", "printed").hash(),
-        )
+    fields = read_fields(records)
+    extras = fields.extras.join(
+        records.select("line", "piece", "launch", "iteration", record_key="key"),
+        on=["line", "piece"],
+        maintain_order="left",
+    ).select(
+        "line",
+        "iteration",
+        name=pl.col("printed").cast(pl.Categorical),
+        value="value",
+        rank=pl.lit(None, dtype=pl.Int32),
+        copy_key=pl.struct("record_key", "printed").hash(),
     )
     metrics = pl.concat(
         [
@@ -145,17 +146,25 @@ def scan_chunk(frame: pl.DataFrame) -> Chunk:
         how="diagonal_relaxed",
     )
     return Chunk(
-        records=records.drop("rest").join(wide, on=["line", "piece"], how="left"),
+        records=records.drop("rest").join(
+            fields.wide, on=["line", "piece"], how="left", maintain_order="left"
+        ),
         extras=extras,
         metrics=metrics,
         facts=facts,
-        keys=frozenset(fields["key"].unique().to_list()),
+        keys=fields.keys,
     )
 
 
 def having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:
     """The rows whose text contains any of the literal markers."""
-    return frame.filter(pl.col("text").str.contains_any(list(markers)))
+    return frame.filter(pl.col("text").str.contains(any_of(markers)))
+
+
+def any_of(markers: tuple[str, ...]) -> str:
+    """A regular expression matching any of the literal markers. polars' `contains_any`
+    gives the same answer but was measured up to 30x slower with six markers or more."""
+    return "|".join(re.escape(marker) for marker in markers)
 
 
 def startup_facts(frame: pl.DataFrame) -> pl.DataFrame:

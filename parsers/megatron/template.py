@@ -1,0 +1,311 @@
+"""Iteration-line fields read by the key order learned from the lines themselves.
+
+A run prints its iteration lines with one format string, so nearly every line of a chunk
+has the same keys in the same order; only the values change. The keys and their order (the
+line's "template": each field's text up to its first `:`) are found once per distinct
+template, the lines of a template are split on `|` once, and each value is then a fixed
+slice of its field: no per-field exploding, lower-casing or pivoting. The few lines whose
+template is rare (more than `MAX_TEMPLATES` in one chunk) take the general path, field by
+field; both give the same values.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from loganalyzer.parsers.megatron.records import (
+    FIELD_COLUMNS,
+    STEP_TIME_FIELDS,
+    iteration_fields,
+    wide_fields,
+)
+from loganalyzer.textlog import to_number
+
+MAX_TEMPLATES = 8
+
+# The per-iteration columns the fields fill, in a fixed order.
+COLUMNS = list(dict.fromkeys([*FIELD_COLUMNS.values(), "step_time_s"]))
+
+
+@dataclass(frozen=True)
+class Fields:
+    """The fields of a chunk's iteration lines."""
+
+    wide: pl.DataFrame  # (line, piece) and one Float64 column per entry of COLUMNS
+    extras: pl.DataFrame  # fields without a column: (line, piece, printed, value), in order
+    keys: frozenset[str]  # every field name seen, lower-cased
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One `key: value` field of a template: where its value starts, where it goes."""
+
+    position: int
+    printed: str
+    start: int  # characters of the field before its value
+    column: str | None
+    divisor: float
+
+
+def read_fields(records: pl.DataFrame) -> Fields:
+    """Every `key: value` field of the records' `rest` (the text after `iteration N/ M |`)."""
+    remaining = records.select("line", "piece", "rest").drop_nulls("rest")
+    wides: list[pl.DataFrame] = []
+    extras: list[pl.DataFrame] = []
+    keys: set[str] = set()
+    for _ in range(MAX_TEMPLATES):
+        if remaining.height == 0:
+            break
+        template = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
+        fields = _template_fields(template)
+        separators = template.count("|")
+        parts = remaining.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest(
+            "part"
+        )
+        fits = parts.select(_fits(template, separators).fill_null(False)).to_series()
+        matched = parts.filter(fits)
+        remaining = remaining.filter(~fits)
+        keys.update(f.printed.lower() for f in fields)
+        wide, extra = _read_template(matched, fields)
+        wides.append(wide)
+        if extra is not None:
+            extras.append(extra)
+    if remaining.height:
+        general = iteration_fields(remaining)
+        keys.update(general.get_column("key").unique().to_list())
+        wides.append(wide_fields(general).select("line", "piece", *COLUMNS))
+        extras.append(
+            general.filter(pl.col("column").is_null() & pl.col("value").is_not_null()).select(
+                "line",
+                "piece",
+                position=pl.int_range(pl.len(), dtype=pl.Int32).over("line", "piece"),
+                printed="printed",
+                value="value",
+            )
+        )
+    extra_schema = pl.Schema(
+        {
+            "line": pl.Int64(),
+            "piece": pl.Int32(),
+            "position": pl.Int32(),
+            "printed": pl.String(),
+            "value": pl.Float64(),
+        }
+    )
+    return Fields(
+        wide=pl.concat(wides) if wides else pl.DataFrame(schema=_wide_schema()),
+        extras=(
+            pl.concat([e.cast(extra_schema) for e in extras]).sort("line", "piece", "position")
+            if extras
+            else pl.DataFrame(schema=extra_schema)
+        ),
+        keys=frozenset(keys),
+    )
+
+
+def _wide_schema() -> dict[str, pl.DataType]:
+    return {"line": pl.Int64(), "piece": pl.Int32(), **{c: pl.Float64() for c in COLUMNS}}
+
+
+def _template_fields(template: str) -> list[_Field]:
+    """The `key:` fields of a template (fields without a colon hold nothing)."""
+    fields = []
+    for position, text in enumerate(template.split("|")):
+        if not text.endswith(":"):
+            continue
+        printed = text[:-1].strip()
+        key = printed.lower()
+        divisor = STEP_TIME_FIELDS.get(key)
+        column = "step_time_s" if divisor is not None else FIELD_COLUMNS.get(key)
+        fields.append(_Field(position, printed, len(text), column, divisor or 1.0))
+    return fields
+
+
+def _fits(template: str, separators: int) -> pl.Expr:
+    """Whether a line split on `|` has the template's keys: as many separators, each `key:`
+    field starting with its key and colon (so its first colon is the template's), each field
+    without a colon the same text."""
+    tests = [pl.col("rest").str.count_matches("|", literal=True) == separators]
+    for position, text in enumerate(template.split("|")):
+        field = pl.col(f"field_{position}")
+        tests.append(field.str.starts_with(text) if text.endswith(":") else field == text)
+    return pl.all_horizontal(tests)
+
+
+def _read_template(
+    parts: pl.DataFrame, fields: list[_Field]
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The wide columns and the extra fields of the lines (split on `|` into `field_<i>`)
+    that share one template."""
+    raw = {f.position: pl.col(f"field_{f.position}").str.slice(f.start) for f in fields}
+    values = parts.select(
+        "line",
+        "piece",
+        *[
+            raw[f.position].str.strip_chars().cast(pl.Float64, strict=False).alias(str(i))
+            for i, f in enumerate(fields)
+        ],
+    )
+    # Values a plain cast cannot read (`1,234.5`, `13100.0/13240.9`, `3.4K`) are read by the
+    # general number parser; only the fields that have such values pay for it.
+    unread = [
+        pl.coalesce(str(i), to_number(raw[f.position])).alias(str(i))
+        for i, f in enumerate(fields)
+        if values.get_column(str(i)).null_count()
+    ]
+    if unread:
+        values = (
+            values.hstack(parts.drop("line", "piece", "rest"))
+            .with_columns(unread)
+            .select("line", "piece", *[str(i) for i in range(len(fields))])
+        )
+    first_of = {}
+    for i, f in enumerate(fields):
+        if f.column is not None and f.column not in first_of:
+            first_of[f.column] = (i, f.divisor)
+    # A division by a column of the divisor, not by a scalar: polars multiplies by the
+    # reciprocal of a scalar, which is not the IEEE quotient (1614.3 / 1000).
+    divisors = {
+        f"divisor_{c}": pl.Series([d], dtype=pl.Float64).new_from_index(0, values.height)
+        for c, (_, d) in first_of.items()
+        if d != 1.0
+    }
+    wide = values.with_columns(**divisors).select(
+        "line",
+        "piece",
+        *[
+            _divided(
+                str(first_of[c][0]), f"divisor_{c}" if f"divisor_{c}" in divisors else None
+            ).alias(c)
+            if c in first_of
+            else pl.lit(None, dtype=pl.Float64).alias(c)
+            for c in COLUMNS
+        ],
+    )
+    extra = [
+        values.select(
+            "line",
+            "piece",
+            position=pl.lit(f.position, dtype=pl.Int32),
+            printed=pl.lit(f.printed),
+            value=pl.col(str(i)),
+        ).drop_nulls("value")
+        for i, f in enumerate(fields)
+        if f.column is None
+    ]
+    return wide, (pl.concat(extra) if extra else None)
+
+
+def _divided(column: str, divisor: str | None) -> pl.Expr:
+    return pl.col(column) if divisor is None else pl.col(column) / pl.col(divisor)
+
+
+# A `key: value` field of a timer, memory or validation line: the key, and one token.
+KEY_VALUE = r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"
+_KEY_VALUE = re.compile(KEY_VALUE)
+
+_ROW_COLUMNS = ("line", "launch", "rank", "after")
+
+
+def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
+    """One row (line, launch, rank, after, name, value) per `key: value` of `fields` (a
+    '|'-separated text), in line and field order; `name` builds the metric's name from the
+    key (`pl.col("key")`). The lines that fit a learned template are read by slices, the
+    others field by field; both give the same rows."""
+    remaining = frame.select(
+        *_ROW_COLUMNS, fields=fields, order=pl.int_range(pl.len(), dtype=pl.Int64)
+    ).drop_nulls("fields")
+    found = []
+    for _ in range(MAX_TEMPLATES):
+        if remaining.height == 0:
+            break
+        template = remaining.item(0, "fields").split("|")
+        parts = remaining.with_columns(
+            part=pl.col("fields").str.split_exact("|", len(template) - 1)
+        ).unnest("part")
+        tests = [pl.col("fields").str.count_matches("|", literal=True) == len(template) - 1]
+        keys: dict[int, str] = {}
+        tokens = {}
+        for position, text in enumerate(template):
+            field = pl.col(f"field_{position}")
+            if not _KEY_VALUE.match(text):
+                tests.append(field == text)
+                continue
+            prefix = text[: text.index(":") + 1]
+            keys[position] = prefix[:-1].strip()
+            tests.append(field.str.starts_with(prefix))
+            tokens[f"token_{position}"] = field.str.slice(len(prefix)).str.strip_chars()
+        # A token a plain cast reads and that starts as a number does is one `\S+` token, and
+        # the general number reader gives it the same value; a line with any other token
+        # takes the general path.
+        values = parts.with_columns(**tokens).with_columns(
+            pl.col(f"token_{p}").cast(pl.Float64, strict=False).alias(f"value_{p}") for p in keys
+        )
+        tests.extend(
+            pl.col(f"value_{p}").is_not_null() & pl.col(f"token_{p}").str.contains(r"^[-+.\d]")
+            for p in keys
+        )
+        fits = values.select(pl.all_horizontal(tests).fill_null(False)).to_series()
+        matched = values.filter(fits)
+        remaining = remaining.filter(~fits)
+        named = {p: pl.DataFrame({"key": [k]}).select(name).item() for p, k in keys.items()}
+        named = {p: metric for p, metric in named.items() if metric is not None}
+        if named and matched.height:
+            found.append(_interleaved(matched, named))
+    if remaining.height:
+        found.append(_general_key_values(remaining, name))
+    if not found:
+        return (
+            frame.select(*_ROW_COLUMNS)
+            .clear()
+            .with_columns(name=pl.lit(None, dtype=pl.String), value=pl.lit(None, dtype=pl.Float64))
+        )
+    # Each part is in line order and a line is in one part only: merging keeps the order.
+    rows = functools.reduce(lambda a, b: a.merge_sorted(b, key="order"), found)
+    return rows.select(*_ROW_COLUMNS, "name", "value")
+
+
+def _interleaved(matched: pl.DataFrame, named: dict[int, str]) -> pl.DataFrame:
+    """One row per line and named field (`value_<position>`), in line and field order:
+    exploded from a list per line rather than sorted."""
+    return (
+        matched.select("order", *_ROW_COLUMNS, value=pl.concat_list([f"value_{p}" for p in named]))
+        .explode("value")
+        .with_columns(
+            name=pl.lit(pl.Series(list(named.values()), dtype=pl.String)).gather(
+                pl.int_range(pl.len()) % len(named)
+            )
+        )
+    )
+
+
+def _general_key_values(rows: pl.DataFrame, name: pl.Expr) -> pl.DataFrame:
+    """Field by field: every '|'-separated field of `fields` matched against KEY_VALUE."""
+    pairs = (
+        rows.with_columns(field=pl.col("fields").str.split("|"))
+        .explode("field")
+        .with_columns(m=pl.col("field").str.extract_groups(KEY_VALUE))
+        .with_columns(key=pl.col("m").struct.field("1"))
+        .select(
+            "order",
+            *_ROW_COLUMNS,
+            name=name.cast(pl.String),
+            token=pl.col("m").struct.field("2"),
+        )
+        .drop_nulls(["name", "token"])
+    )
+    return _numbers(pairs)
+
+
+def _numbers(rows: pl.DataFrame) -> pl.DataFrame:
+    """`token` read as the number it prints (`value`): a plain cast, and the general number
+    reader for the tokens a cast cannot read; rows without a number are dropped."""
+    cast = pl.col("token").cast(pl.Float64, strict=False)
+    read = rows.with_columns(value=cast)
+    if read.get_column("value").null_count():
+        read = read.with_columns(value=pl.coalesce(cast, to_number(pl.col("token"))))
+    return read.drop("token").drop_nulls("value")
