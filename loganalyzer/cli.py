@@ -15,9 +15,11 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.commands.export import export
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
@@ -96,11 +98,16 @@ class _ReadProgress:
 
 main.add_command(mfu)
 main.add_command(hardware_command)
+main.add_command(report)
+main.add_command(export)
 
 
 @main.command()
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document on stdout.")
+@click.option(
+    "--markdown", is_flag=True, help="Print headline, verdicts and time budget as Markdown."
+)
 @click.option(
     "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
 )
@@ -126,6 +133,7 @@ main.add_command(hardware_command)
 def summary(
     sources: tuple[str, ...],
     as_json: bool,
+    markdown: bool,
     forced_format: str | None,
     warmup: int | None,
     slow_factor: float,
@@ -143,6 +151,7 @@ def summary(
     Examples:
       loganalyzer summary slurm-1234.out --gpu h100-sxm
       loganalyzer summary logs/ --json > summary.json
+      loganalyzer summary logs/ --gpu h100-sxm --markdown >> postmortem.md
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
     """
@@ -166,6 +175,11 @@ def summary(
             click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
+    elif markdown:
+        from loganalyzer.render.markdown import render_markdown
+        from loganalyzer.render.view import build_view
+
+        click.echo(render_markdown(build_view(document, loaded.run, charts=False)))
     else:
         click.echo(render_summary(document))
     if fail_under_mfu is not None:

@@ -1,0 +1,53 @@
+"""The summary as Markdown for a postmortem or a ticket: headline, verdicts, time budget.
+
+GitHub-flavoured tables, fed by the same view model as the HTML report. Text from a log is
+escaped so that it cannot break a table or turn into markup where the block is pasted.
+"""
+
+from __future__ import annotations
+
+from loganalyzer.render.view import ReportView
+
+
+def _cell(text: str) -> str:
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
+
+
+def render_markdown(view: ReportView) -> str:
+    """A Markdown block: a heading, the identity line and three sections."""
+    identity = view.identity
+    lines = [
+        f"### {_cell(identity.name)}",
+        "",
+        " · ".join(
+            _cell(part)
+            for part in (identity.framework, identity.gpus, identity.model, identity.dates)
+        ),
+        "",
+        "| figure | value | verdict | note |",
+        "|---|--:|---|---|",
+    ]
+    for figure in view.headline:
+        lines.append(
+            f"| {figure.label} | {_cell(figure.text)} | {figure.severity or ''} "
+            f"| {_cell(figure.note)} |"
+        )
+    lines += ["", _cell(view.reported), "", "**Verdicts**", ""]
+    if view.verdicts:
+        for verdict in view.verdicts:
+            lines.append(f"- **{verdict.severity}** `{verdict.code}`: {_cell(verdict.message)}")
+    else:
+        lines.append("- none")
+    lines += ["", "**Where the time went**", ""]
+    if view.budget:
+        lines += ["| cause | time | share |", "|---|--:|--:|"]
+        lines += [f"| {part.label} | {part.text} | {part.share} |" for part in view.budget]
+        lines.append("")
+    lines.append(_cell(view.budget_summary))
+    return "\n".join(lines)
