@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.commands.compare import compare
 from loganalyzer.commands.export import export
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
@@ -100,6 +101,7 @@ main.add_command(mfu)
 main.add_command(hardware_command)
 main.add_command(report)
 main.add_command(export)
+main.add_command(compare)
 
 
 @main.command()

@@ -76,7 +76,7 @@ def _escape_series(series: pl.Series) -> pl.Series:
     return escaped
 
 
-def _layout(title_y: str, **extra: Any) -> dict[str, Any]:
+def base_layout(title_y: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "font": {"family": FONT, "size": 12, "color": INK},
         "margin": {"l": 64, "r": 16, "t": 8, "b": 44},
@@ -205,22 +205,22 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     shapes = _spans(facts)
     if facts.pace_s is not None:
         shapes.append(_hline(facts.pace_s, "steady pace"))
-        traces.append(_legend_line("steady pace (median)", MUTED, "dash"))
+        traces.append(legend_line("steady pace (median)", MUTED, "dash"))
     if facts.sustained:
         traces.append(_legend_box("sustained slowdown", SHADE))
     if facts.boundaries:
-        traces.append(_legend_line("restart", INK, "dot"))
+        traces.append(legend_line("restart", INK, "dot"))
     return Chart(
         "chart-step-time",
         "Step time over iterations",
         "Each point is a logged record (its average over the iterations it covers). The "
         "dashed line is the steady pace; marked points are the slow steps the tables list; "
         "dotted lines are restarts and shaded ranges redone or sustained slowdowns.",
-        {"data": traces, "layout": _layout("seconds per iteration", shapes=shapes)},
+        {"data": traces, "layout": base_layout("seconds per iteration", shapes=shapes)},
     )
 
 
-def _legend_line(name: str, colour: str, dash: str) -> dict[str, Any]:
+def legend_line(name: str, colour: str, dash: str) -> dict[str, Any]:
     """A legend entry for a shape (plotly does not list shapes in the legend)."""
     return {
         "type": "scatter",
@@ -271,13 +271,13 @@ def _tflops(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     shapes = _spans(facts)
     if facts.peak_tflops is not None:
         shapes.append(_hline(facts.peak_tflops, "peak", "solid"))
-        traces.append(_legend_line(f"peak {facts.peak_tflops:g} TFLOPS/GPU", MUTED, "solid"))
+        traces.append(legend_line(f"peak {facts.peak_tflops:g} TFLOPS/GPU", MUTED, "solid"))
     return Chart(
         "chart-tflops",
         "TFLOPS per GPU over iterations",
         "Recomputed with the formula card's FLOPs per iteration divided by each record's step "
         "time and the GPU count; the solid line is the dense peak, MFU is the ratio of the two.",
-        {"data": traces, "layout": _layout("TFLOPS/GPU", shapes=shapes)},
+        {"data": traces, "layout": base_layout("TFLOPS/GPU", shapes=shapes)},
     )
 
 
@@ -292,7 +292,7 @@ def _training_curves(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     if not present:
         return None
     traces = []
-    layout = _layout("", height=150 + 130 * len(present), showlegend=False)
+    layout = base_layout("", height=150 + 130 * len(present), showlegend=False)
     layout.pop("yaxis")
     gap = 0.06
     size = (1 - gap * (len(present) - 1)) / len(present)
@@ -359,8 +359,8 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
                 "line": {"color": INK, "width": 1.5, "dash": "dash"},
             }
         )
-        traces.append(_legend_line("steady pace (median)", INK, "dash"))
-    layout = _layout("records (log scale)", shapes=shapes, bargap=0)
+        traces.append(legend_line("steady pace (median)", INK, "dash"))
+    layout = base_layout("records (log scale)", shapes=shapes, bargap=0)
     layout["xaxis"]["title"]["text"] = "seconds per iteration"
     layout["yaxis"]["type"] = "log"
     return Chart(
@@ -430,7 +430,7 @@ def _timers(metrics: pl.DataFrame) -> Chart | None:
                 "<extra></extra>",
             }
         )
-    layout = _layout("ms", barmode="stack", bargap=0.1, colorway=_ramp(len(traces)))
+    layout = base_layout("ms", barmode="stack", bargap=0.1, colorway=_ramp(len(traces)))
     return Chart(
         "chart-timers",
         "Timer phases per record",
@@ -490,7 +490,7 @@ def _ranks(metrics: pl.DataFrame) -> Chart | None:
                 " (%{y:.2f}× median rank)<extra></extra>",
             }
         )
-    layout = _layout(
+    layout = base_layout(
         "× median rank", colorway=_ramp(len(traces)), shapes=[_hline(1.0, "median", "solid")]
     )
     layout["xaxis"]["title"]["text"] = "rank"

@@ -14,12 +14,15 @@ import dataclasses
 import json
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
 
-from loganalyzer.render.view import ReportView
+from loganalyzer.render.view import Chart, ReportView
+
+if TYPE_CHECKING:
+    from loganalyzer.render.compare import CompareView
 
 _JSON_ESCAPES = {
     ord("<"): "\\u003c",
@@ -65,19 +68,25 @@ def plotly_js() -> Markup:
     return Markup(text)
 
 
-def render_html(view: ReportView, template: str = "report.html.j2") -> str:
+def render_html(view: ReportView) -> str:
     """The report page."""
-    charts = {chart.id: chart.figure for chart in view.charts}
-    return (
-        _environment()
-        .get_template(template)
-        .render(
-            view=view,
-            chart_data=script_json(charts),
-            styles=_asset("report.css"),
-            page_script=_asset("report.js"),
-            plotly=plotly_js() if charts else Markup(""),
-        )
+    return _render("report.html.j2", view, view.charts)
+
+
+def render_compare_html(view: CompareView) -> str:
+    """The comparison page."""
+    return _render("compare.html.j2", view, view.charts)
+
+
+def _render(template: str, view: object, drawn: tuple[Chart, ...]) -> str:
+    charts = {chart.id: chart.figure for chart in drawn}
+    page = _environment().get_template(template)
+    return page.render(
+        view=view,
+        chart_data=script_json(charts),
+        styles=_asset("report.css"),
+        page_script=_asset("report.js"),
+        plotly=plotly_js() if charts else Markup(""),
     )
 
 
