@@ -102,18 +102,18 @@ def _series(
     segments = drawn["segment"].unique().sort().to_list()
     for n, segment in enumerate(segments):
         part = keep_shape(drawn.filter(pl.col("segment") == segment), value, pl.col("keep"))
-        label = name if len(segments) == 1 else f"{name}, attempt {n + 1}"
+        attempt = f" (attempt {n + 1})" if len(segments) > 1 else ""
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers" if part.height <= 400 else "lines",
-                "name": label,
+                "name": name,
                 "legendgroup": name,
                 "showlegend": n == 0,
                 "x": part["iteration"].to_list(),
                 "y": part[value].to_list(),
                 "customdata": part["where"].to_list(),
-                "hovertemplate": f"iteration %{{x}}<br>{name} %{{y:{fmt}}}{unit}"
+                "hovertemplate": f"iteration %{{x}}{attempt}<br>{name} %{{y:{fmt}}}{unit}"
                 "<br>%{customdata}<extra></extra>",
                 "line": {"width": 1.2, "color": ACCENT},
                 "marker": {"size": 4, "color": ACCENT},
@@ -196,7 +196,8 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
                 "hovertemplate": "iteration %{x}<br>%{customdata}<extra></extra>",
                 "marker": {
                     "symbol": MARKER_SYMBOLS.get(kind, "circle-open"),
-                    "size": 9,
+                    "size": 7,
+                    "opacity": 0.85,
                     "color": INK,
                     "line": {"width": 1.5, "color": INK},
                 },
@@ -269,15 +270,17 @@ def _tflops(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     if not traces:
         return None
     shapes = _spans(facts)
+    layout = base_layout("TFLOPS/GPU", shapes=shapes)
     if facts.peak_tflops is not None:
         shapes.append(_hline(facts.peak_tflops, "peak", "solid"))
         traces.append(legend_line(f"peak {facts.peak_tflops:g} TFLOPS/GPU", MUTED, "solid"))
+        layout["yaxis"]["range"] = [0, facts.peak_tflops * 1.08]
     return Chart(
         "chart-tflops",
         "TFLOPS per GPU over iterations",
         "Recomputed with the formula card's FLOPs per iteration divided by each record's step "
         "time and the GPU count; the solid line is the dense peak, MFU is the ratio of the two.",
-        {"data": traces, "layout": base_layout("TFLOPS/GPU", shapes=shapes)},
+        {"data": traces, "layout": layout},
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 # Points per series: two per bucket (min and max) over this many records.
-MAX_POINTS = 4000
+MAX_POINTS = 2000
 
 
 def keep_shape(

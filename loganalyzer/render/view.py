@@ -249,7 +249,12 @@ def _verdicts(doc: Mapping[str, Any]) -> tuple[VerdictRow, ...]:
 
 def _severity(key: str, verdicts: Sequence[VerdictRow]) -> str | None:
     prefixes = _FIGURE_VERDICTS.get(key, ())
-    found = [v.severity for v in verdicts if v.code.startswith(prefixes)]
+    # Information does not colour a figure: only what needs a reader's attention does.
+    found = [
+        v.severity
+        for v in verdicts
+        if v.code.startswith(prefixes) and v.severity in ("warning", "critical")
+    ]
     return min(found, key=lambda s: SEVERITY_RANK.get(s, 3)) if found else None
 
 
