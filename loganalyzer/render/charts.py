@@ -79,7 +79,7 @@ def _escape_series(series: pl.Series) -> pl.Series:
 def base_layout(title_y: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "font": {"family": FONT, "size": 12, "color": INK},
-        "margin": {"l": 64, "r": 16, "t": 8, "b": 44},
+        "margin": {"l": 64, "r": 16, "t": 30, "b": 44},
         "height": 320,
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
@@ -275,11 +275,34 @@ def _tflops(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
         shapes.append(_hline(facts.peak_tflops, "peak", "solid"))
         traces.append(legend_line(f"peak {facts.peak_tflops:g} TFLOPS/GPU", MUTED, "solid"))
         layout["yaxis"]["range"] = [0, facts.peak_tflops * 1.08]
+    if facts.reference is not None:
+        band = facts.reference
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "paper",
+                "yref": "y",
+                "x0": 0,
+                "x1": 1,
+                "y0": band.start,
+                "y1": band.end,
+                "fillcolor": "rgba(31,95,153,0.10)",
+                # one published figure is a line, not an invisible band
+                "line": {
+                    "width": 1.5 if band.start == band.end else 0,
+                    "color": ACCENT,
+                    "dash": "dot",
+                },
+                "layer": "below",
+            }
+        )
+        traces.append(_legend_box(html.escape(band.label), "rgba(31,95,153,0.18)"))
     return Chart(
         "chart-tflops",
         "TFLOPS per GPU over iterations",
         "Recomputed with the formula card's FLOPs per iteration divided by each record's step "
-        "time and the GPU count; the solid line is the dense peak, MFU is the ratio of the two.",
+        "time and the GPU count; the solid line is the dense peak (MFU is the ratio of the two), "
+        "the band what published runs on the same hardware and precision reached.",
         {"data": traces, "layout": layout},
     )
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from loganalyzer.analysis.verdicts import _precision_class as precision_class
+from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
@@ -138,6 +140,7 @@ class ChartFacts:
     flops_per_iteration: float | None
     num_gpus: int | None
     peak_tflops: float | None
+    reference: Span | None
     markers: tuple[Marker, ...]
     sustained: tuple[Span, ...]
     restarts: tuple[Span, ...]
@@ -468,17 +471,39 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
             boundaries.append(first)
         if isinstance(resumed, int) and isinstance(after, int) and after > resumed:
             restarts.append(Span(resumed, after, f"redone after restart: {resumed}–{after}"))
+    peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     return ChartFacts(
         pace_s=_float(_get(doc, "step_time_s", "median")),
         flops_per_iteration=_float(_get(doc, "flops", "per_iteration")),
         num_gpus=_get(doc, "run", "num_gpus"),
-        peak_tflops=_float(_get(doc, "peak", "tflops_per_gpu")),
+        peak_tflops=peak,
+        reference=_reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak),
         markers=tuple(markers),
         sustained=tuple(sustained),
         restarts=tuple(restarts),
         boundaries=tuple(boundaries),
         flagged=tuple(m.iteration for m in markers),
     )
+
+
+def _reference_band(hardware: object, dtype: object, peak: float | None) -> Span | None:
+    """TFLOPS/GPU that published runs on the same chip family and precision reached (their
+    MFU times this run's peak), whatever their size; None when there are none."""
+    if not isinstance(hardware, str) or not isinstance(dtype, str) or peak is None:
+        return None
+    family = hardware_family(hardware)
+    peers = [
+        ref.mfu
+        for ref in reference_runs()
+        if hardware_family(ref.hardware) == family
+        and precision_class(ref.dtype) == precision_class(dtype)
+    ]
+    if not peers:
+        return None
+    low, high = min(peers), max(peers)
+    band = f"{low:.3g}" if low == high else f"{low:.3g}–{high:.3g}"
+    label = f"published {dtype} runs on {str(family).upper()}: MFU {band}"
+    return Span(low * peak, high * peak, label)
 
 
 def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
