@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from loganalyzer.cli import main
 from loganalyzer.render.numbers import duration, number, percent
 from tests.chromium import Page, chromium, chromium_path
 from tests.hostile import PAYLOADS, write_hostile_log
@@ -75,6 +77,8 @@ def test_hostile_log_text_stays_text(page: Page, tmp_path: Path) -> None:
     text = page.evaluate("document.body.innerText")
     for payload in PAYLOADS:
         assert payload in text  # shown as text, in the config table and the quoted log line
+    config = page.evaluate("document.querySelector('#config details').textContent")
+    assert all(payload in config for payload in PAYLOADS)  # the tensorboard_dir value
     quoted = page.evaluate("document.querySelector('#slow-steps code').textContent")
     assert all(payload in quoted for payload in PAYLOADS)
     # the file name reaches the chart data and its hover text as text too
@@ -88,3 +92,30 @@ def test_prints_to_pdf(page: Page, tmp_path: Path) -> None:
     pdf = base64.b64decode(page.send("Page.printToPDF", printBackground=True)["data"])
     assert pdf.startswith(b"%PDF")
     assert pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 3
+
+
+def test_comparison_opens_offline_with_its_charts(
+    page: Page, tmp_path: Path, shared_logs: Path
+) -> None:
+    runs = shared_logs / "bigscience" / "gpt2-meg-ds-3d"
+    out = tmp_path / "compare.html"
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "-q",
+            str(runs / "meg_ds_3d_gpt2_perf_n16-ds-on.out"),
+            str(runs / "meg_ds_3d_gpt2_perf_n16-ds-off.out"),
+            "--gpu",
+            "v100-sxm2",
+            "-o",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    opened = page.open(out)
+    assert (opened.errors, opened.requests, opened.dialogs) == ([], [], [])
+    assert page.evaluate("document.querySelectorAll('.plot svg.main-svg').length") >= 2
+    traces = page.evaluate("document.getElementById('chart-compare-step-time-plot').data.length")
+    assert traces == 2
+    page.screenshot(tmp_path / "compare.png")

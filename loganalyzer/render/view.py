@@ -272,6 +272,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     lost = _lost_seconds(doc)
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     unknown_mfu = "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
+    band = _reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak)
     return (
         Figure(
             "mfu",
@@ -279,7 +280,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
             percent(mfu) if mfu is not None else unknown_mfu,
             mfu,
             _severity("mfu", verdicts),
-            f"overall {percent(flops.get('mfu_overall'))}",
+            f"overall {percent(flops.get('mfu_overall'))}" + (f"; {band.label}" if band else ""),
         ),
         Figure("hfu", "HFU", percent(hfu), hfu, None, "counts recomputation"),
         Figure(
@@ -501,7 +502,7 @@ def _reference_band(hardware: object, dtype: object, peak: float | None) -> Span
     if not peers:
         return None
     low, high = min(peers), max(peers)
-    band = f"{low:.3g}" if low == high else f"{low:.3g}–{high:.3g}"
+    band = percent(low) if low == high else f"{low * 100:.1f}–{percent(high)}"
     label = f"published {dtype} runs on {str(family).upper()}: MFU {band}"
     return Span(low * peak, high * peak, label)
 
