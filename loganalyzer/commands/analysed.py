@@ -9,7 +9,12 @@ from typing import Any, TypeVar
 
 import click
 
-from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.commands.options import (
+    RUN_OPTIONS,
+    SHAPE_OPTIONS,
+    model_options,
+    overrides_from_options,
+)
 from loganalyzer.load import Loaded, load_run
 from loganalyzer.registry import load_registry
 from loganalyzer.sources import READ_PROGRESS
@@ -58,7 +63,7 @@ def analysis_options(command: F) -> F:
             warmup=kwargs.pop("warmup"),
             slow_factor=kwargs.pop("slow_factor"),
             quiet=kwargs.pop("quiet"),
-            facts={k: kwargs.pop(k) for k in list(kwargs) if k not in _OWN},
+            facts={k: kwargs.pop(k) for k in (*SHAPE_OPTIONS, *RUN_OPTIONS) if k in kwargs},
         )
         return command(settings=settings, **kwargs)
 
@@ -68,12 +73,6 @@ def analysis_options(command: F) -> F:
     for option in reversed(options):
         wrapped = option(wrapped)
     return wrapped  # type: ignore[no-any-return]
-
-
-# Parameters of the commands themselves, passed through untouched.
-_OWN = frozenset(
-    {"sources", "output", "generated_at", "as_json", "markdown", "to", "metrics", "label", "x_axis"}
-)
 
 
 def summarise(sources: Sequence[str], settings: Settings) -> tuple[Loaded, dict[str, Any]]:
