@@ -123,3 +123,15 @@ def test_report_on_every_real_log_summary_reads(shared_logs: Path) -> None:
         assert 'id="figure-mfu"' in page, path
         reported += 1
     assert reported >= 10
+
+
+def test_help_loads_no_chart_or_template_library() -> None:
+    code = (
+        "import sys; from loganalyzer.cli import main\n"
+        "try: main(['--help'])\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in ('plotly', 'jinja2', 'loganalyzer.render.view') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -79,13 +79,13 @@ def _escape_series(series: pl.Series) -> pl.Series:
 def base_layout(title_y: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "font": {"family": FONT, "size": 12, "color": INK},
-        "margin": {"l": 64, "r": 16, "t": 30, "b": 44},
+        "margin": {"l": 64, "r": 16, "t": 40, "b": 44},
         "height": 320,
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "hovermode": "closest",
         "showlegend": True,
-        "legend": {"orientation": "h", "y": -0.2},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
         "xaxis": {"title": {"text": "iteration"}, "gridcolor": "#eaecf0", "zeroline": False},
         "yaxis": {"title": {"text": title_y}, "gridcolor": "#eaecf0", "zeroline": False},
     }

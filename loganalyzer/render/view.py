@@ -157,6 +157,12 @@ class Chart:
     caption: str
     figure: dict[str, Any]
 
+    @property
+    def height(self) -> int:
+        """The figure's height in pixels, which its container keeps when the page is
+        resized for printing."""
+        return int(self.figure.get("layout", {}).get("height", 320))
+
 
 @dataclass(frozen=True)
 class ReportView:
