@@ -121,6 +121,8 @@ def test_report_on_every_real_log_summary_reads(shared_logs: Path) -> None:
         document = build_summary(loaded, {"shape": {}, "run": {}})
         page = render_html(build_view(document, loaded.run))
         assert 'id="figure-mfu"' in page, path
+        anchors = set(re.findall(r'\bid="([^"]+)"', page))
+        assert set(re.findall(r'href="#([^"]+)"', page)) <= anchors, path  # evidence links
         reported += 1
     assert reported >= 10
 

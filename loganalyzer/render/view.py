@@ -199,9 +199,14 @@ def build_view(
     facts = chart_facts(doc)
     drawn: tuple[Chart, ...] = ()
     if charts and run is not None:
-        from loganalyzer.render.charts import build_charts  # polars-heavy: only when drawn
+        from loganalyzer.render.charts import build_charts  # it imports this module
 
         drawn = build_charts(run, facts)
+    shown = {chart.id for chart in drawn}
+    verdicts = tuple(
+        v if not v.target.startswith("chart-") or v.target in shown else _retarget(v)
+        for v in verdicts
+    )
     identity = _identity(doc, run)
     return ReportView(
         title=f"{identity.name}: training efficiency",
@@ -223,6 +228,13 @@ def build_view(
         formula=str(_get(doc, "flops", "derivation") or ""),
         warnings=tuple(str(w) for w in doc.get("warnings") or ()),
     )
+
+
+def _retarget(verdict: VerdictRow) -> VerdictRow:
+    """A verdict whose chart the run's data do not allow links to the formula card (MFU) or
+    the warnings instead of to nothing."""
+    target = "formula" if verdict.target == "chart-tflops" else "warnings"
+    return VerdictRow(verdict.severity, verdict.code, verdict.message, target)
 
 
 def _get(doc: Mapping[str, Any], *keys: str) -> Any:
