@@ -24,6 +24,7 @@ ACCENT = "#1f5f99"
 INK = "#344054"
 MUTED = "#98a2b3"
 SHADE = "rgba(152,162,179,0.22)"
+WARMUP_SHADE = "rgba(132,173,207,0.22)"
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MARKER_SYMBOLS = {"spike": "x", "periodic": "diamond"}
 HISTOGRAM_BINS = 60
@@ -125,6 +126,8 @@ def _series(
 
 def _spans(facts: ChartFacts) -> list[dict[str, Any]]:
     shapes: list[dict[str, Any]] = []
+    for span in facts.warmup:
+        shapes.append(_band(span.start, span.end, WARMUP_SHADE))
     for span in facts.sustained:
         shapes.append(_band(span.start, span.end, SHADE))
     for span in facts.restarts:
@@ -207,6 +210,8 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     if facts.pace_s is not None:
         shapes.append(_hline(facts.pace_s, "steady pace"))
         traces.append(legend_line("steady pace (median)", MUTED, "dash"))
+    if facts.warmup:
+        traces.append(_legend_box("warm-up", WARMUP_SHADE))
     if facts.sustained:
         traces.append(_legend_box("sustained slowdown", SHADE))
     if facts.boundaries:
@@ -216,7 +221,8 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
         "Step time over iterations",
         "Each point is a logged record (its average over the iterations it covers). The "
         "dashed line is the steady pace; marked points are the slow steps the tables list; "
-        "dotted lines are restarts and shaded ranges redone or sustained slowdowns.",
+        "dotted lines are restarts; shaded ranges are warm-up, redone work and sustained "
+        "slowdowns.",
         {"data": traces, "layout": base_layout("seconds per iteration", shapes=shapes)},
     )
 

@@ -142,6 +142,7 @@ class ChartFacts:
     peak_tflops: float | None
     reference: Span | None
     markers: tuple[Marker, ...]
+    warmup: tuple[Span, ...]
     sustained: tuple[Span, ...]
     restarts: tuple[Span, ...]
     boundaries: tuple[int, ...]
@@ -498,11 +499,23 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
         peak_tflops=peak,
         reference=_reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak),
         markers=tuple(markers),
+        warmup=_warmup_spans(doc),
         sustained=tuple(sustained),
         restarts=tuple(restarts),
         boundaries=tuple(boundaries),
         flagged=tuple(m.iteration for m in markers),
     )
+
+
+def _warmup_spans(doc: Mapping[str, Any]) -> tuple[Span, ...]:
+    """Each segment's warm-up: the iterations its warm-up records cover, up to the last."""
+    spans = []
+    for warm in doc.get("warmup") or ():
+        end, iterations = warm.get("last_iteration"), warm.get("iterations")
+        if warm.get("records") and isinstance(end, int) and isinstance(iterations, int):
+            lost = duration(_float(warm.get("lost_s")) or 0.0)
+            spans.append(Span(end - iterations, end, f"warm-up: {lost} lost"))
+    return tuple(spans)
 
 
 def _reference_band(hardware: object, dtype: object, peak: float | None) -> Span | None:
