@@ -62,3 +62,29 @@ def test_one_run_or_mismatched_labels_is_a_usage_error(pair: list[str]) -> None:
     labels = CliRunner().invoke(main, ["compare", "-q", *pair, "--label", "a"])
     assert labels.exit_code == 2
     assert "one per run" in labels.stderr
+
+
+def test_without_tokens_the_faster_run_is_judged_per_step() -> None:
+    from loganalyzer.render.compare import faster_sentence
+    from loganalyzer.render.view import Figure
+
+    def headline(step: float) -> tuple[Figure, ...]:
+        return (
+            Figure("tokens_per_s", "tokens/s", "unknown", None),
+            Figure("step_time", "median step time", f"{step} s", step),
+        )
+
+    text = faster_sentence(["a", "b"], [headline(2.0), headline(1.6)])
+    assert text.startswith("b is the fastest per iteration: median step time 1.6 s against 2 s")
+    assert "1.250×" in text
+
+
+def test_time_axis_falls_back_to_logged_time_without_timestamps(pair: list[str]) -> None:
+    from loganalyzer.render.compare import RunInput, build_compare
+    from tests.report_helpers import loaded_run
+
+    runs = [RunInput(p, summary_json([p], ["--gpu", "v100-sxm2"]), loaded_run([p])) for p in pair]
+    view = build_compare(runs, x_axis="time")
+    step = next(c for c in view.charts if c.id == "chart-compare-step-time")
+    xs = step.figure["data"][0]["x"]
+    assert xs == sorted(xs) and xs[-1] > 1  # hours, increasing
