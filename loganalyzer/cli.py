@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.commands.compare import compare
+from loganalyzer.commands.export import export
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
+from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
 from loganalyzer.registry import load_registry
 from loganalyzer.render.numbers import percent, plural
@@ -101,11 +104,17 @@ class _ReadProgress:
 
 main.add_command(mfu)
 main.add_command(hardware_command)
+main.add_command(report)
+main.add_command(export)
+main.add_command(compare)
 
 
 @main.command()
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document on stdout.")
+@click.option(
+    "--markdown", is_flag=True, help="Print headline, verdicts and time budget as Markdown."
+)
 @click.option(
     "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
 )
@@ -144,6 +153,7 @@ main.add_command(hardware_command)
 def summary(
     sources: tuple[str, ...],
     as_json: bool,
+    markdown: bool,
     forced_format: str | None,
     warmup: int | None,
     slow_factor: float,
@@ -167,6 +177,7 @@ def summary(
     Examples:
       loganalyzer summary slurm-1234.out --gpu h100-sxm
       loganalyzer summary logs/ --json > summary.json
+      loganalyzer summary logs/ --gpu h100-sxm --markdown >> postmortem.md
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
       loganalyzer summary benchmarks/ --split-runs --gpu v100-sxm2
@@ -201,6 +212,16 @@ def summary(
     if as_json:
         shown: object = documents if split_runs else documents[0]
         click.echo(json.dumps(shown, indent=2, allow_nan=False, default=str))
+    elif markdown:
+        from loganalyzer.render.markdown import render_markdown
+        from loganalyzer.render.view import build_view
+
+        click.echo(
+            "\n\n".join(
+                render_markdown(build_view(document, loaded.run, charts=False))
+                for document, loaded in zip(documents, runs, strict=True)
+            )
+        )
     else:
         headings = (
             [

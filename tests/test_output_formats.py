@@ -12,6 +12,7 @@ import json
 import pkgutil
 import re
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,9 @@ PERCENT_FORM = re.compile(r"\d\.\d{2,} ?%|\d%")
 LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 
 # Modules of loganalyzer.render that are not output formats.
-NOT_FORMATS = {"numbers"}
+# helpers of the formats above (the report's view model, charts, downsampling, quoted log
+# lines) and the comparison page, checked by its own tests
+NOT_FORMATS = {"numbers", "view", "charts", "downsample", "loglines", "compare"}
 
 
 def problems(text: str) -> list[str]:
@@ -66,6 +69,35 @@ def strings(value: Any) -> Iterator[str]:
             yield from strings(item)
 
 
+class _ReadableText(HTMLParser):
+    """The text a reader of a page sees: not its styles, scripts or markup."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._hidden += tag in ("style", "script")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._hidden -= tag in ("style", "script")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
+
+
+def rendered(name: str, document: dict[str, Any]) -> str:
+    """What format `name` shows a reader of `document`."""
+    output = renderer(name)(document)
+    if name != "html":
+        return output
+    reader = _ReadableText()
+    reader.feed(output)
+    return "\n".join(reader.parts)
+
+
 def test_every_render_module_is_a_registered_format() -> None:
     modules = {m.name for m in pkgutil.iter_modules(loganalyzer.render.__path__)}
     registered = {RENDERERS[name].split(":")[0].rsplit(".", 1)[-1] for name in RENDERERS}
@@ -90,7 +122,7 @@ def test_every_format_prints_figures_one_way(path: Path, monkeypatch: pytest.Mon
     document = _document(path)
     found = [f"json: {p}" for s in strings(document) for p in problems(s)]
     for name in RENDERERS:
-        found += [f"{name}: {p}" for p in problems(renderer(name)(document))]
+        found += [f"{name}: {p}" for p in problems(rendered(name, document))]
     assert not found, "\n".join(found)
 
 
@@ -144,7 +176,7 @@ def test_real_logs_split_into_runs_print_figures_one_way(shared_logs: Path, name
     found = []
     for document in json.loads(as_json.stdout):
         found += [f"json: {p}" for s in strings(document) for p in problems(s)]
-        found += [f"{n}: {p}" for n in RENDERERS for p in problems(renderer(n)(document))]
+        found += [f"{n}: {p}" for n in RENDERERS for p in problems(rendered(n, document))]
     text = CliRunner().invoke(main, args)
     found += problems(text.stdout)
     assert not found, "\n".join(found)

@@ -14,6 +14,8 @@ from typing import Any
 
 RENDERERS = {
     "text": "loganalyzer.render.text:render_summary",
+    "markdown": "loganalyzer.render.markdown:render_document_markdown",
+    "html": "loganalyzer.render.html:render_document_html",
 }
 
 

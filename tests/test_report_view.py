@@ -1,0 +1,61 @@
+"""The report's view model, pinned per fixture, and its figures against `summary --json`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loganalyzer.render.html import view_json
+from loganalyzer.render.numbers import percent
+from loganalyzer.render.view import SLOW_ROWS, build_view
+from tests.conftest import ROOT, assert_golden
+from tests.report_helpers import loaded_run, summary_json
+from tests.test_golden import CASES, EXTRA_ARGS, _name
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.name for p in CASES])
+def test_view_matches_golden(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    source = str(path.relative_to(ROOT))
+    document = summary_json([source], EXTRA_ARGS.get(path.name, []))
+    view = build_view(document, loaded_run([source]))
+    assert_golden(_name(path) + ".view.json", view_json(view))
+
+    figures = {f.key: f for f in view.headline}
+    assert figures["mfu"].value == document["flops"]["mfu"]
+    assert figures["step_time"].value == document["step_time_s"]["median"]
+    assert figures["tflops"].value == document["flops"]["tflops_per_gpu"]
+    if document["flops"]["mfu"] is not None:
+        assert figures["mfu"].text == percent(document["flops"]["mfu"])
+    assert [v.code for v in view.verdicts] == [v["code"] for v in document["verdicts"]]
+    assert len(view.slow_steps) == min(SLOW_ROWS, len(document["slow_steps"]))
+
+
+def test_unknown_mfu_says_what_would_supply_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    source = "fixtures/megatron/bigscience_gpt2_tp4_pp8.out"
+    view = build_view(summary_json([source], []), loaded_run([source]))
+    mfu = next(f for f in view.headline if f.key == "mfu")
+    assert mfu.value is None
+    assert mfu.text == "unknown: pass --gpu"
+
+
+def test_budget_parts_add_up_to_the_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    source = "fixtures/megatron/restart_dir"
+    document = summary_json([source], ["--gpu", "h100-sxm"])
+    view = build_view(document, None)
+    assert sum(p.width for p in view.budget) == pytest.approx(100, abs=0.01)
+    parts = {p.key: p.seconds for p in view.budget}
+    assert parts["productive"] == document["time"]["productive_s"]
+    assert parts["gaps"] == document["restarts"][0]["gap_s"]
+    assert parts["redone"] == document["restarts"][0]["redone_s"]
+
+
+def test_an_older_or_newer_document_still_builds() -> None:
+    """Fields the view reads are optional: a document without them gives an emptier view."""
+    view = build_view({"schema": "loganalyzer.summary/1"}, None)
+    assert view.verdicts == ()
+    assert view.budget == ()
+    assert next(f for f in view.headline if f.key == "mfu").text == "unknown: pass --gpu"
