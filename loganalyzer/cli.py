@@ -16,6 +16,7 @@ import click
 
 from loganalyzer import __version__
 from loganalyzer.commands.hardware import hardware_command
+from loganalyzer.commands.index import index_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
@@ -96,6 +97,7 @@ class _ReadProgress:
 
 main.add_command(mfu)
 main.add_command(hardware_command)
+main.add_command(index_command)
 
 
 @main.command()
