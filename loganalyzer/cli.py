@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.commands.fleet import fleet_command
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.index import index_command
 from loganalyzer.commands.mfu import mfu
@@ -98,6 +99,7 @@ class _ReadProgress:
 main.add_command(mfu)
 main.add_command(hardware_command)
 main.add_command(index_command)
+main.add_command(fleet_command)
 
 
 @main.command()
