@@ -66,7 +66,7 @@ def find_runs(
         where = locate(root)
         if not where.fs.exists(where.path):
             raise InputError(f"{root}: no such file or directory")
-        for folder, files in sorted(_folders(where, exclude).items()):
+        for folder, files in sorted(_folders(root, where, exclude).items()):
             recognised = [f for f in files if _recognised(where, f, registry, known)]
             if not recognised:
                 passed_over += 1
@@ -83,11 +83,13 @@ def split_folder(name: str, files: list[SourceFile]) -> list[RunSpec]:
     return [RunSpec(name, tuple(files))]
 
 
-def _folders(where: Location, exclude: str | None) -> dict[str, list[SourceFile]]:
-    """Every file under `where`, grouped by folder, in name order."""
+def _folders(root: str, where: Location, exclude: str | None) -> dict[str, list[SourceFile]]:
+    """Every file under `where` (the root `root` names), grouped by folder, in name order.
+    Files are named by absolute path when local, else by the root's URL as written."""
     if where.fs.isfile(where.path):
         info = where.fs.info(where.path)
-        only = SourceFile(where.url(), int(info.get("size") or 0), modified(info))
+        name = where.path if where.local else root
+        only = SourceFile(name, int(info.get("size") or 0), modified(info))
         return {posixpath.dirname(where.path): [only]}
     skip = None if exclude is None else locate(exclude).path.rstrip("/") + "/"
     folders: dict[str, list[SourceFile]] = {}
@@ -99,7 +101,8 @@ def _folders(where: Location, exclude: str | None) -> dict[str, list[SourceFile]
             continue
         if skip is not None and (path + "/").startswith(skip):
             continue
-        entry = SourceFile(where.url(path), int(info.get("size") or 0), modified(info))
+        name = path if where.local else f"{root.rstrip('/')}/{relative}"
+        entry = SourceFile(name, int(info.get("size") or 0), modified(info))
         folders.setdefault(posixpath.dirname(path), []).append(entry)
     return folders
 

@@ -62,7 +62,7 @@ def build_index(
     is told what will be analysed, `finished` each outcome as it arrives."""
     began = time.perf_counter()
     dataset = locate(dataset_url)
-    _prepare(dataset)
+    _check_dataset(dataset)
     entries = read_manifest(dataset)
     previous_rows = read_table(dataset, RUNS)
     rows: dict[str, dict[str, Any]] = (
@@ -70,6 +70,7 @@ def build_index(
     )
     discovery = find_runs(roots, registry, known_sources(entries), exclude=dataset_url)
     _refuse_duplicates([spec.run_id for spec in discovery.runs])
+    _prepare(dataset)
     result = IndexResult(
         found=len(discovery.runs), folders_passed_over=discovery.folders_passed_over
     )
@@ -107,8 +108,8 @@ def build_index(
     return result
 
 
-def _prepare(dataset: Location) -> None:
-    """Create the dataset (or check it is one), and clear what an interrupted index left."""
+def _check_dataset(dataset: Location) -> None:
+    """Refuse to write into a folder that holds something else than a dataset."""
     marker = dataset.join(DATASET_JSON)
     if dataset.fs.exists(marker.path):
         with dataset.fs.open(marker.path, "r") as stream:
@@ -119,6 +120,11 @@ def _prepare(dataset: Location) -> None:
         raise UsageProblem(
             f"{dataset.url()}: exists and is not a loganalyzer dataset; name a new folder"
         )
+
+
+def _prepare(dataset: Location) -> None:
+    """Create the dataset, and clear what an interrupted index left."""
+    marker = dataset.join(DATASET_JSON)
     dataset.fs.makedirs(dataset.join(RUNS_DIR).path, exist_ok=True)
     marker_text = json.dumps({"schema": INDEX_SCHEMA, "tool_version": __version__})
     write_bytes_atomic(marker, marker_text.encode())

@@ -81,6 +81,7 @@ def analyse_run(task: Task) -> Outcome:
     sources = [
         {"url": f.url, "size": f.size, "mtime": f.mtime, "fingerprint": None} for f in spec.files
     ]
+    paths: list[Path] = []
     try:
         with _local_copies(spec) as paths:
             for source, path in zip(sources, paths, strict=True):
@@ -90,14 +91,15 @@ def analyse_run(task: Task) -> Outcome:
             document = build_summary(
                 loaded, settings.options, warmup=settings.warmup, slow_factor=settings.slow_factor
             )
-            document = _with_urls(document, paths, spec)
+            document = json.loads(_with_urls(json.dumps(document), paths, spec))
             row = run_row(spec.run_id, key, document, loaded.run)
             _write_run(dataset, key, spec.run_id, loaded.run, document)
         status, error = "ok", None
     except (LogAnalyzerError, OSError) as exc:
-        status, error = "error", str(exc)
+        status, error = "error", _with_urls(str(exc), paths, spec)
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
-        status, error = "error", f"internal error {type(exc).__name__}: {exc}"
+        message = f"internal error {type(exc).__name__}: {exc}"
+        status, error = "error", _with_urls(message, paths, spec)
     if error is not None:
         _remove(dataset.join(RUNS_DIR, key))  # no stale figures beside an error
         row = failed_row(spec.run_id, key, error)
@@ -139,14 +141,13 @@ def _local_copies(spec: RunSpec) -> Iterator[list[Path]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _with_urls(document: dict[str, Any], paths: list[Path], spec: RunSpec) -> dict[str, Any]:
-    """The document naming the files as found (URLs), not their temporary local copies."""
-    text = json.dumps(document)
-    for path, file in zip(paths, spec.files, strict=True):
+def _with_urls(text: str, paths: list[Path], spec: RunSpec) -> str:
+    """Text (JSON or a message) naming the files as found (URLs), not their temporary local
+    copies."""
+    for path, file in zip(paths, spec.files, strict=False):
         if str(path) != file.url:
             text = text.replace(json.dumps(str(path))[1:-1], json.dumps(file.url)[1:-1])
-    result: dict[str, Any] = json.loads(text)
-    return result
+    return text
 
 
 def _write_run(
