@@ -80,11 +80,9 @@ def index_command(
     from loganalyzer.fleet.engines import make_engine
     from loganalyzer.fleet.indexer import build_index
     from loganalyzer.fleet.worker import Settings
-    from loganalyzer.registry import load_registry
 
     if dataset.startswith("memory://") and (engine == "ray" or jobs != 1):
         raise UsageProblem("a memory:// dataset lives in one process: pass --jobs 1")
-    registry = load_registry()
     settings = Settings(overrides_from_options(**facts), warmup, slow_factor)
     progress = _Progress(quiet)
     result = build_index(
@@ -92,7 +90,6 @@ def index_command(
         dataset,
         settings,
         make_engine(engine, jobs),
-        registry,
         rebuild=rebuild,
         planned=progress.planned,
         finished=progress.finished,

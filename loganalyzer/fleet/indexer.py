@@ -16,18 +16,18 @@ from loganalyzer.errors import UsageProblem
 from loganalyzer.fleet.discovery import find_runs
 from loganalyzer.fleet.document import runs_frame
 from loganalyzer.fleet.engines import Engine
-from loganalyzer.fleet.layout import DATASET_JSON, INDEX_SCHEMA, MANIFEST, RUNS, RUNS_DIR
+from loganalyzer.fleet.layout import DATASET_JSON, FILES, INDEX_SCHEMA, MANIFEST, RUNS, RUNS_DIR
 from loganalyzer.fleet.manifest import (
     decide,
-    known_sources,
+    files_frame,
     manifest_frame,
+    read_files,
     read_manifest,
     read_table,
     write_table,
 )
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
-from loganalyzer.fleet.worker import Outcome, Settings, Task
-from loganalyzer.registry import Registry
+from loganalyzer.fleet.worker import Outcome, Settings, Task, analyse_run
 
 CHECKPOINT_RUNS = 200
 CHECKPOINT_S = 60.0
@@ -52,14 +52,27 @@ def build_index(
     dataset_url: str,
     settings: Settings,
     engine: Engine,
-    registry: Registry,
     *,
     rebuild: bool = False,
     planned: Callable[[int, int], None] | None = None,
     finished: Callable[[Outcome], None] | None = None,
 ) -> IndexResult:
-    """Index the runs under `roots` into the dataset at `dataset_url`. `planned(runs, bytes)`
-    is told what will be analysed, `finished` each outcome as it arrives."""
+    """Index the runs under `roots` into the dataset at `dataset_url`, with `engine`'s
+    workers detecting new files and analysing runs. `planned(runs, bytes)` is told what will
+    be analysed, `finished` each outcome as it arrives."""
+    with engine:
+        return _index(roots, dataset_url, settings, engine, rebuild, planned, finished)
+
+
+def _index(
+    roots: Sequence[str],
+    dataset_url: str,
+    settings: Settings,
+    engine: Engine,
+    rebuild: bool,
+    planned: Callable[[int, int], None] | None,
+    finished: Callable[[Outcome], None] | None,
+) -> IndexResult:
     began = time.perf_counter()
     dataset = locate(dataset_url)
     _check_dataset(dataset)
@@ -68,9 +81,11 @@ def build_index(
     rows: dict[str, dict[str, Any]] = (
         {} if previous_rows is None else {r["run_id"]: r for r in previous_rows.to_dicts()}
     )
-    discovery = find_runs(roots, registry, known_sources(entries), exclude=dataset_url)
+    files = read_files(dataset)
+    discovery = find_runs(roots, files, engine, exclude=dataset_url)
     _refuse_duplicates([spec.run_id for spec in discovery.runs])
     _prepare(dataset)
+    files.update((f.url, f) for f in discovery.files)
     result = IndexResult(
         found=len(discovery.runs), folders_passed_over=discovery.folders_passed_over
     )
@@ -90,7 +105,7 @@ def build_index(
         planned(len(tasks), result.bytes_analysed)
     since, last_write = 0, time.monotonic()
     try:
-        for outcome in engine.run(tasks):
+        for outcome in engine.map(analyse_run, tasks):
             run_id = outcome.entry["run_id"]
             entries[run_id], rows[run_id] = outcome.entry, outcome.row
             result.analysed += 1
@@ -104,6 +119,7 @@ def build_index(
                 since, last_write = 0, time.monotonic()
     finally:
         _save(dataset, entries, rows)
+        write_table(dataset, FILES, files_frame(files))
     result.seconds = time.perf_counter() - began
     return result
 

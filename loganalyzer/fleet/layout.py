@@ -4,6 +4,7 @@
       dataset.json            {"schema": "loganalyzer.index/1", "tool_version": ...}
       manifest.parquet        one row per run: its inputs, status and error (MANIFEST_SCHEMA)
       runs.parquet            one row per run: its headline figures (document.RUNS_SCHEMA)
+      files.parquet           every file seen under the roots, and its parser ("" for none)
       runs/<key>/summary.json         the run's summary document (loganalyzer.summary/1)
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
@@ -20,6 +21,7 @@ INDEX_SCHEMA = "loganalyzer.index/1"
 DATASET_JSON = "dataset.json"
 MANIFEST = "manifest.parquet"
 RUNS = "runs.parquet"
+FILES = "files.parquet"
 RUNS_DIR = "runs"
 SUMMARY = "summary.json"
 ITERATIONS = "iterations.parquet"

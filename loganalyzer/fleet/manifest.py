@@ -12,14 +12,28 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.fleet.discovery import RunSpec, SourceFile
-from loganalyzer.fleet.layout import INDEX_SCHEMA, MANIFEST
+from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
 from loganalyzer.model import UTC_MICROS
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 
 SOURCE = pl.Struct(
-    {"url": pl.String(), "size": pl.Int64(), "mtime": pl.Float64(), "fingerprint": pl.String()}
+    {
+        "url": pl.String(),
+        "size": pl.Int64(),
+        "mtime": pl.Float64(),
+        "format": pl.String(),
+        "fingerprint": pl.String(),
+    }
 )
+# Every file an index saw under its roots, and the parser that recognises it ("" for none):
+# a second index reads the head only of files that are new or changed.
+FILES_SCHEMA: Mapping[str, pl.DataType] = {
+    "url": pl.String(),
+    "size": pl.Int64(),
+    "mtime": pl.Float64(),
+    "format": pl.String(),
+}
 MANIFEST_SCHEMA: Mapping[str, pl.DataType] = {
     "run_id": pl.String(),
     "key": pl.String(),
@@ -85,13 +99,16 @@ def manifest_frame(entries: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
     return frame.sort("run_id")
 
 
-def known_sources(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, SourceFile]:
-    """Every file the manifest lists, with its size and modification time."""
-    return {
-        s["url"]: SourceFile(s["url"], s["size"], s["mtime"])
-        for entry in entries.values()
-        for s in entry["sources"]
-    }
+def read_files(dataset: Location) -> dict[str, SourceFile]:
+    """Every file a previous index saw, by URL."""
+    frame = read_table(dataset, FILES)
+    rows = [] if frame is None else frame.to_dicts()
+    return {r["url"]: SourceFile(r["url"], r["size"], r["mtime"], r["format"]) for r in rows}
+
+
+def files_frame(files: Mapping[str, SourceFile]) -> pl.DataFrame:
+    rows = [(f.url, f.size, f.mtime, f.format) for f in files.values()]
+    return pl.DataFrame(rows, schema=dict(FILES_SCHEMA), orient="row").sort("url")
 
 
 def decide(

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,13 @@ import polars as pl
 
 from loganalyzer import __version__
 from loganalyzer.errors import LogAnalyzerError
-from loganalyzer.fleet.discovery import RunSpec
+from loganalyzer.fleet.discovery import AMBIGUOUS, RunSpec, registry
 from loganalyzer.fleet.document import failed_row, run_row
 from loganalyzer.fleet.layout import INDEX_SCHEMA, ITERATIONS, METRICS, RUNS_DIR, SUMMARY, run_key
 from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import load_run
 from loganalyzer.model import Run
-from loganalyzer.registry import Registry, load_registry
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
 
@@ -68,25 +66,23 @@ class Outcome:
     row: dict[str, Any]
 
 
-@lru_cache(maxsize=1)
-def _registry() -> Registry:
-    return load_registry()
-
-
 def analyse_run(task: Task) -> Outcome:
     """Analyse one run and write its folder; a failure is recorded, not raised."""
     began = time.perf_counter()
     spec, key = task.spec, run_key(task.spec.run_id)
     dataset = locate(task.dataset)
-    sources = [
-        {"url": f.url, "size": f.size, "mtime": f.mtime, "fingerprint": None} for f in spec.files
+    sources: list[dict[str, Any]] = [
+        {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
+        for f in spec.files
     ]
+    formats = {f.format for f in spec.files}
+    forced = formats.pop() if len(formats) == 1 and AMBIGUOUS not in formats else None
     paths: list[Path] = []
     try:
         with _local_copies(spec) as paths:
             for source, path in zip(sources, paths, strict=True):
                 source["fingerprint"] = fingerprint(str(path))
-            loaded = load_run([str(p) for p in paths], _registry())
+            loaded = load_run([str(p) for p in paths], registry(), forced)
             settings = task.settings
             document = build_summary(
                 loaded, settings.options, warmup=settings.warmup, slow_factor=settings.slow_factor
