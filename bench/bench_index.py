@@ -11,6 +11,7 @@ Run from the repository root: `PYTHONPATH=. python bench/bench_index.py` (option
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"{megabytes / seconds:.1f} MB/s, {seconds / base:.1f}x the baseline"
             )
         print(f"ratio two processes / one (throughput): {speeds[1] / speeds[2]:.2f}x")
+        load = os.getloadavg()[0]
+        print(f"load average during the run: {load:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
