@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from loganalyzer.errors import UsageProblem
 
 ENGINES = ("pool", "ray")
+POLARS_THREADS = "POLARS_MAX_THREADS"
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
