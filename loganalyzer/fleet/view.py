@@ -276,9 +276,9 @@ def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]
 
 def _status(row: Mapping[str, Any]) -> str:
     if row["status"] != "ok":
-        return "error (see the runs that could not be read)"
+        return "error"
     if row.get("regression"):
-        return f"regression: {percent(row['slowdown'])} slower than its group"
+        return f"regression (+{percent(row['slowdown'])})"
     return "ok"
 
 
