@@ -104,7 +104,7 @@ def index_command(
             f"{result.found} runs found: {result.analysed} analysed"
             + (f" ({reasons})" if reasons else "")
             + f", {result.skipped} skipped as unchanged, {len(result.failed)} failed;"
-            f" {result.bytes_analysed / 1e6:.1f} MB at {rate:.1f} MB/s in {result.seconds:.1f} s",
+            f" {result.bytes_analysed / 1e6:.3g} MB at {rate:.3g} MB/s in {result.seconds:.1f} s",
             err=True,
         )
     if as_json:
@@ -162,4 +162,4 @@ class _Progress:
 
     def _rate(self, _: object) -> str:
         elapsed = time.perf_counter() - self.began
-        return f"{self.done_bytes / 1e6 / elapsed:.1f} MB/s" if elapsed > 0 else ""
+        return f"{self.done_bytes / 1e6 / elapsed:.3g} MB/s" if elapsed > 0 else ""
