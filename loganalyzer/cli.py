@@ -18,7 +18,9 @@ import click
 from loganalyzer import __version__
 from loganalyzer.commands.compare import compare
 from loganalyzer.commands.export import export
+from loganalyzer.commands.fleet import fleet_command
 from loganalyzer.commands.hardware import hardware_command
+from loganalyzer.commands.index import index_command
 from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
 from loganalyzer.commands.report import report
@@ -107,6 +109,8 @@ main.add_command(hardware_command)
 main.add_command(report)
 main.add_command(export)
 main.add_command(compare)
+main.add_command(index_command)
+main.add_command(fleet_command)
 
 
 @main.command()

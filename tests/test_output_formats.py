@@ -38,8 +38,18 @@ LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 
 # Modules of loganalyzer.render that are not output formats.
 # helpers of the formats above (the report's view model, charts, downsampling, quoted log
-# lines) and the comparison page, checked by its own tests
-NOT_FORMATS = {"numbers", "view", "charts", "downsample", "loglines", "compare"}
+# lines), and the comparison and fleet pages, which render other documents and are checked by
+# their own tests
+NOT_FORMATS = {
+    "numbers",
+    "view",
+    "charts",
+    "downsample",
+    "loglines",
+    "compare",
+    "fleet_html",
+    "fleet_text",
+}
 
 
 def problems(text: str) -> list[str]:

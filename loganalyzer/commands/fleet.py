@@ -1,0 +1,44 @@
+"""`loganalyzer fleet`: the report across every run of a dataset built by `index`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+_FLEET_HELP = """Report across every run of DATASET (built by `loganalyzer index`).
+
+One row per run (worst first), runs grouped by configuration (model shape, parallelism,
+GPUs and device, precision, batch) with regressions flagged (a run slower than its group's
+recent median beyond the group's noise, with the config change that came with it), and the
+GPU-hours lost by cause across the fleet. Read with polars lazy scans of the runs table.
+
+\b
+Examples:
+  loganalyzer fleet fleet-index/
+  loganalyzer fleet fleet-index/ -o fleet.html
+  loganalyzer fleet fleet-index/ --json > fleet.json
+  loganalyzer fleet s3://bucket/fleet-index --json
+"""
+
+
+@click.command("fleet", help=_FLEET_HELP)
+@click.argument("dataset")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the HTML report here.")
+@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/1 JSON.")
+def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
+    from loganalyzer.fleet.report import build_fleet
+    from loganalyzer.fleet.view import build_view
+    from loganalyzer.render.fleet_html import render_fleet_html
+    from loganalyzer.render.fleet_text import render_fleet_text
+
+    document = build_fleet(dataset)
+    if output is not None:
+        html = render_fleet_html(build_view(document, output), dataset)
+        Path(output).write_text(html, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    if as_json:
+        click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
+    elif output is None:
+        click.echo(render_fleet_text(document))

@@ -1,0 +1,165 @@
+"""`loganalyzer index`: a tree of runs into a Parquet dataset, incrementally and in parallel."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.errors import UsageProblem
+
+_INDEX_HELP = """Index every run under ROOTS into the Parquet dataset --out.
+
+A run is a folder holding logs a parser recognises. Each is analysed exactly as `summary`
+does (the model and hardware options apply to every run), and the dataset gets its
+per-iteration and metrics tables (Parquet), its summary document (JSON), and a row in
+manifest.parquet (inputs with size, modification time and fingerprint; status; error) and
+runs.parquet (headline figures). A second index analyses only runs that are new or changed,
+or were analysed by an older schema or with other options (all with --rebuild). A run that
+cannot be read is recorded with its error; the rest goes on (exit 0).
+
+ROOTS and --out may be local paths or fsspec URLs (s3://, gs://, file://, memory://).
+
+\b
+Examples:
+  loganalyzer index /shared/runs --out fleet-index/ --gpu h100-sxm
+  loganalyzer index runs-2025q3/ runs-2025q4/ --out fleet-index/ --jobs 8
+  loganalyzer index s3://bucket/runs --out s3://bucket/fleet-index --engine ray
+  loganalyzer index /shared/runs --out fleet-index/ --rebuild --json
+"""
+
+
+@click.command("index", help=_INDEX_HELP)
+@click.argument("roots", nargs=-1, required=True)
+@click.option("--out", "dataset", required=True, metavar="DATASET", help="The dataset folder.")
+@click.option(
+    "--engine",
+    type=click.Choice(["pool", "ray"]),
+    default="pool",
+    show_default=True,
+    help="A local process pool, or Ray (RAY_ADDRESS, else a local cluster).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Worker processes (Ray CPUs for a local cluster); 0 = every local core.",
+)
+@click.option("--rebuild", is_flag=True, help="Analyse every run again.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    help="Iterations from each segment's start excluded from steady state (default: detected).",
+)
+@click.option(
+    "--slow-factor",
+    type=click.FloatRange(min=1, min_open=True),
+    default=1.5,
+    show_default=True,
+    help="A step this many times its local baseline is slow.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+@model_options
+def index_command(
+    roots: tuple[str, ...],
+    dataset: str,
+    engine: str,
+    jobs: int,
+    rebuild: bool,
+    warmup: int | None,
+    slow_factor: float,
+    as_json: bool,
+    quiet: bool,
+    **facts: Any,
+) -> None:
+    from loganalyzer.fleet.engines import make_engine
+    from loganalyzer.fleet.indexer import build_index
+    from loganalyzer.fleet.worker import Settings
+
+    if dataset.startswith("memory://") and (engine == "ray" or jobs != 1):
+        raise UsageProblem("a memory:// dataset lives in one process: pass --jobs 1")
+    settings = Settings(overrides_from_options(**facts), warmup, slow_factor)
+    progress = _Progress(quiet)
+    result = build_index(
+        list(roots),
+        dataset,
+        settings,
+        make_engine(engine, jobs),
+        rebuild=rebuild,
+        planned=progress.planned,
+        finished=progress.finished,
+    )
+    progress.close()
+    if not quiet:
+        for run_id, error in result.failed:
+            click.echo(f"warning: {run_id}: {error}", err=True)
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(result.reasons.items()))
+        rate = result.bytes_analysed / 1e6 / result.seconds if result.seconds else 0.0
+        click.echo(
+            f"{result.found} runs found: {result.analysed} analysed"
+            + (f" ({reasons})" if reasons else "")
+            + f", {result.skipped} skipped as unchanged, {len(result.failed)} failed;"
+            f" {result.bytes_analysed / 1e6:.3g} MB at {rate:.3g} MB/s in {result.seconds:.1f} s",
+            err=True,
+        )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "dataset": dataset,
+                    "found": result.found,
+                    "analysed": result.analysed,
+                    "skipped": result.skipped,
+                    "reasons": dict(result.reasons),
+                    "failed": [{"run_id": r, "error": e} for r, e in result.failed],
+                    "folders_passed_over": result.folders_passed_over,
+                    "bytes_analysed": result.bytes_analysed,
+                    "seconds": result.seconds,
+                },
+                indent=2,
+            )
+        )
+
+
+class _Progress:
+    """Runs done, MB/s and ETA on stderr while the engine works."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Any = None
+        self.began = time.perf_counter()
+        self.done_bytes = 0
+
+    def planned(self, runs: int, size: int) -> None:
+        if self.quiet or runs == 0:
+            return
+        self.began = time.perf_counter()
+        self.bar = click.progressbar(
+            length=runs,
+            label=f"analysing {runs} runs ({size / 1e6:.1f} MB)",
+            file=sys.stderr,
+            show_pos=True,
+            show_eta=True,
+            item_show_func=self._rate,
+        )
+        self.bar.__enter__()
+
+    def finished(self, outcome: Any) -> None:
+        if self.bar is None:
+            return
+        self.done_bytes += int(outcome.entry["bytes"] or 0)
+        self.bar.update(1, outcome)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+    def _rate(self, _: object) -> str:
+        elapsed = time.perf_counter() - self.began
+        return f"{self.done_bytes / 1e6 / elapsed:.3g} MB/s" if elapsed > 0 else ""

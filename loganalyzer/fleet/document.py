@@ -1,0 +1,189 @@
+"""The one place that reads a summary document (and its run) into a fleet row.
+
+Time lost by cause comes from the document's `time` object, read only in
+`time_lost_by_cause`; GPU-hours and goodput MFU are derived here, with their formulas:
+
+    wall_s      = time.logged_s + Σ restarts[].gap_s + time.lost_s.stalls
+    gpu_hours   = num_gpus · wall_s / 3600
+    goodput_mfu = mfu · time.productive_s / wall_s
+
+(the useful work, at the steady pace, over all the time the GPUs were held).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from loganalyzer.model import UTC_MICROS, Run
+
+LOST_CAUSES = ("warmup", "slow_steps", "restarts", "stalls")
+SEVERITIES = ("critical", "warning", "info")
+
+# One row per run in runs.parquet, the table `fleet` reads.
+RUNS_SCHEMA: Mapping[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "key": pl.String(),
+    "status": pl.String(),
+    "error": pl.String(),
+    "framework": pl.String(),
+    "model": pl.String(),
+    "params": pl.Int64(),
+    "num_gpus": pl.Int64(),
+    "device": pl.String(),
+    "dtype": pl.String(),
+    "parallelism": pl.String(),
+    "global_batch_size": pl.Int64(),
+    "config_key": pl.String(),
+    "config_label": pl.String(),
+    "config": pl.String(),
+    "started": UTC_MICROS,
+    "ended": UTC_MICROS,
+    "records": pl.Int64(),
+    "segments": pl.Int64(),
+    "restarts": pl.Int64(),
+    "step_time_s": pl.Float64(),
+    "tokens_per_s": pl.Float64(),
+    "tflops_per_gpu": pl.Float64(),
+    "mfu": pl.Float64(),
+    "goodput_mfu": pl.Float64(),
+    "wall_s": pl.Float64(),
+    "productive_s": pl.Float64(),
+    "gpu_hours": pl.Float64(),
+    **{f"lost_{cause}_s": pl.Float64() for cause in LOST_CAUSES},
+    **{f"lost_{cause}_gpu_hours": pl.Float64() for cause in LOST_CAUSES},
+    "lost_gpu_hours": pl.Float64(),
+    **{f"verdicts_{severity}": pl.Int64() for severity in SEVERITIES},
+    "warnings": pl.Int64(),
+}
+
+
+def time_lost_by_cause(document: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds lost per cause (warm-up excess, slow steps, restarts' gaps and redone work,
+    stalls)."""
+    lost = document["time"]["lost_s"]
+    return {cause: float(lost.get(cause) or 0.0) for cause in LOST_CAUSES}
+
+
+def wall_seconds(document: Mapping[str, Any]) -> float:
+    """The time the run held its GPUs: logged steps plus what restarts and stalls added."""
+    time = document["time"]
+    gaps = sum(float(r.get("gap_s") or 0.0) for r in document["restarts"])
+    return float(time["logged_s"] or 0.0) + gaps + float(time["lost_s"].get("stalls") or 0.0)
+
+
+def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dict[str, Any]:
+    """The runs.parquet row of a run that was analysed."""
+    facts = document["run"]
+    gpus = facts["num_gpus"]
+    wall = wall_seconds(document)
+    lost = time_lost_by_cause(document)
+    mfu = document["flops"]["mfu"]
+    productive = float(document["time"]["productive_s"] or 0.0)
+    stamps = run.table.get_column("timestamp").drop_nulls()
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "key": key,
+        "status": "ok",
+        "error": None,
+        "framework": facts["framework"],
+        "model": _model(facts["model"], facts["seq_length"]),
+        "params": facts["model"].get("params"),
+        "num_gpus": gpus,
+        "device": facts["gpu"]["name"] if facts["gpu"] else None,
+        "dtype": facts["dtype"],
+        "parallelism": _parallelism(facts["parallelism"]),
+        "global_batch_size": facts["global_batch_size"],
+        "config_key": config_key(facts),
+        "config_label": config_label(facts),
+        "config": json.dumps({k: v.value for k, v in run.config.items()}, default=str),
+        "started": stamps.min() if stamps.len() else None,
+        "ended": stamps.max() if stamps.len() else None,
+        "records": document["iterations"]["logged"],
+        "segments": document["iterations"]["segments"],
+        "restarts": len(document["restarts"]),
+        "step_time_s": document["step_time_s"]["median"],
+        "tokens_per_s": document["throughput"]["tokens_per_s"],
+        "tflops_per_gpu": document["flops"]["tflops_per_gpu"],
+        "mfu": mfu,
+        "goodput_mfu": mfu * productive / wall if mfu is not None and wall > 0 else None,
+        "wall_s": wall,
+        "productive_s": productive,
+        "gpu_hours": gpus * wall / 3600 if gpus else None,
+        "warnings": len(document["warnings"]),
+    }
+    for cause, seconds in lost.items():
+        row[f"lost_{cause}_s"] = seconds
+        row[f"lost_{cause}_gpu_hours"] = gpus * seconds / 3600 if gpus else None
+    row["lost_gpu_hours"] = gpus * sum(lost.values()) / 3600 if gpus else None
+    for severity in SEVERITIES:
+        row[f"verdicts_{severity}"] = sum(
+            1 for v in document["verdicts"] if v["severity"] == severity
+        )
+    return row
+
+
+def failed_row(run_id: str, key: str, error: str) -> dict[str, Any]:
+    """The row of a run that could not be analysed: its error, no figures."""
+    return {"run_id": run_id, "key": key, "status": "error", "error": error}
+
+
+def runs_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Rows as a table of RUNS_SCHEMA (absent fields null), in run-id order."""
+    frame = pl.DataFrame(
+        [{name: row.get(name) for name in RUNS_SCHEMA} for row in rows],
+        schema=dict(RUNS_SCHEMA),
+        orient="row",
+    )
+    return frame.sort("run_id")
+
+
+def _identity(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two runs the same configuration: model shape, parallelism, GPUs and
+    device, precision, batch."""
+    model = {k: v for k, v in facts["model"].items() if k != "params"}
+    return {
+        "model": model,
+        "seq_length": facts["seq_length"],
+        "parallelism": facts["parallelism"],
+        "num_gpus": facts["num_gpus"],
+        "device": facts["gpu"]["key"] if facts["gpu"] else None,
+        "dtype": facts["dtype"],
+        "global_batch_size": facts["global_batch_size"],
+    }
+
+
+def config_key(facts: Mapping[str, Any]) -> str:
+    text = json.dumps(_identity(facts), sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def config_label(facts: Mapping[str, Any]) -> str:
+    """The configuration in one short line, for people."""
+    device = facts["gpu"]["name"] if facts["gpu"] else "unknown device"
+    gpus = facts["num_gpus"] if facts["num_gpus"] is not None else "?"
+    return (
+        f"{_model(facts['model'], facts['seq_length'])} · {_parallelism(facts['parallelism'])}"
+        f" · {gpus} × {device} · {facts['dtype'] or '?'} · B={facts['global_batch_size'] or '?'}"
+    )
+
+
+def _model(model: Mapping[str, Any], seq_length: int | None) -> str:
+    names = (("num_layers", "l"), ("hidden_size", "h"), ("num_attention_heads", "a"))
+    parts = [f"{short}={model[key]}" for key, short in names if model.get(key) is not None]
+    if model.get("num_experts"):
+        parts.append(f"E={model['num_experts']}")
+    if seq_length is not None:
+        parts.append(f"s={seq_length}")
+    return " ".join(parts) or "unknown shape"
+
+
+def _parallelism(parallelism: Mapping[str, Any]) -> str:
+    short = {"tensor": "TP", "pipeline": "PP", "data": "DP", "context": "CP", "expert": "EP"}
+    return " ".join(
+        f"{short[name]}{value}" for name, value in parallelism.items() if value is not None
+    )

@@ -1,0 +1,167 @@
+"""`index`: find the runs, decide which changed, analyse those with an engine, and keep the
+manifest and the runs table up to date as runs finish (checkpointed, so that an interrupted
+index keeps what it finished)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loganalyzer import __version__
+from loganalyzer.errors import UsageProblem
+from loganalyzer.fleet.discovery import find_runs
+from loganalyzer.fleet.document import runs_frame
+from loganalyzer.fleet.engines import Engine
+from loganalyzer.fleet.layout import DATASET_JSON, FILES, INDEX_SCHEMA, MANIFEST, RUNS, RUNS_DIR
+from loganalyzer.fleet.manifest import (
+    decide,
+    files_frame,
+    manifest_frame,
+    read_files,
+    read_manifest,
+    read_table,
+    write_table,
+)
+from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
+from loganalyzer.fleet.worker import Outcome, Settings, Task, analyse_run
+
+CHECKPOINT_RUNS = 200
+CHECKPOINT_S = 60.0
+
+
+@dataclass
+class IndexResult:
+    """What one `index` did."""
+
+    found: int = 0
+    analysed: int = 0
+    skipped: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    folders_passed_over: int = 0
+    bytes_analysed: int = 0
+    seconds: float = 0.0
+
+
+def build_index(
+    roots: Sequence[str],
+    dataset_url: str,
+    settings: Settings,
+    engine: Engine,
+    *,
+    rebuild: bool = False,
+    planned: Callable[[int, int], None] | None = None,
+    finished: Callable[[Outcome], None] | None = None,
+) -> IndexResult:
+    """Index the runs under `roots` into the dataset at `dataset_url`, with `engine`'s
+    workers detecting new files and analysing runs. `planned(runs, bytes)` is told what will
+    be analysed, `finished` each outcome as it arrives."""
+    with engine:
+        return _index(roots, dataset_url, settings, engine, rebuild, planned, finished)
+
+
+def _index(
+    roots: Sequence[str],
+    dataset_url: str,
+    settings: Settings,
+    engine: Engine,
+    rebuild: bool,
+    planned: Callable[[int, int], None] | None,
+    finished: Callable[[Outcome], None] | None,
+) -> IndexResult:
+    began = time.perf_counter()
+    dataset = locate(dataset_url)
+    _check_dataset(dataset)
+    entries = read_manifest(dataset)
+    previous_rows = read_table(dataset, RUNS)
+    rows: dict[str, dict[str, Any]] = (
+        {} if previous_rows is None else {r["run_id"]: r for r in previous_rows.to_dicts()}
+    )
+    files = read_files(dataset)
+    discovery = find_runs(roots, files, engine, exclude=dataset_url)
+    _refuse_duplicates([spec.run_id for spec in discovery.runs])
+    _prepare(dataset)
+    files.update((f.url, f) for f in discovery.files)
+    result = IndexResult(
+        found=len(discovery.runs), folders_passed_over=discovery.folders_passed_over
+    )
+    settings_print = settings.fingerprint()
+    tasks: list[Task] = []
+    for spec in discovery.runs:
+        decision = decide(spec, entries.get(spec.run_id), settings_print, rebuild)
+        if decision.reason is None:
+            result.skipped += 1
+            if decision.entry is not None:
+                entries[spec.run_id] = decision.entry
+            continue
+        result.reasons[decision.reason] += 1
+        tasks.append(Task(spec, dataset_url, settings))
+    result.bytes_analysed = sum(t.spec.bytes for t in tasks)
+    if planned is not None:
+        planned(len(tasks), result.bytes_analysed)
+    since, last_write = 0, time.monotonic()
+    try:
+        for outcome in engine.map(analyse_run, tasks):
+            run_id = outcome.entry["run_id"]
+            entries[run_id], rows[run_id] = outcome.entry, outcome.row
+            result.analysed += 1
+            if outcome.entry["status"] != "ok":
+                result.failed.append((run_id, outcome.entry["error"]))
+            if finished is not None:
+                finished(outcome)
+            since += 1
+            if since >= CHECKPOINT_RUNS or time.monotonic() - last_write > CHECKPOINT_S:
+                _save(dataset, entries, rows)
+                since, last_write = 0, time.monotonic()
+    finally:
+        _save(dataset, entries, rows)
+        write_table(dataset, FILES, files_frame(files))
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _check_dataset(dataset: Location) -> None:
+    """Refuse to write into a folder that holds something else than a dataset."""
+    marker = dataset.join(DATASET_JSON)
+    if dataset.fs.exists(marker.path):
+        with dataset.fs.open(marker.path, "r") as stream:
+            found = json.load(stream).get("schema")
+        if not str(found).startswith("loganalyzer.index/"):
+            raise UsageProblem(f"{dataset.url()}: not a loganalyzer dataset ({DATASET_JSON})")
+    elif dataset.fs.exists(dataset.path) and dataset.fs.ls(dataset.path):
+        raise UsageProblem(
+            f"{dataset.url()}: exists and is not a loganalyzer dataset; name a new folder"
+        )
+
+
+def _prepare(dataset: Location) -> None:
+    """Create the dataset, and clear what an interrupted index left."""
+    marker = dataset.join(DATASET_JSON)
+    dataset.fs.makedirs(dataset.join(RUNS_DIR).path, exist_ok=True)
+    marker_text = json.dumps({"schema": INDEX_SCHEMA, "tool_version": __version__})
+    write_bytes_atomic(marker, marker_text.encode())
+    runs = dataset.join(RUNS_DIR)
+    for path in runs.fs.ls(runs.path, detail=False):
+        name = str(path).rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith((".tmp-", ".old-")):
+            runs.fs.rm(path, recursive=True)
+
+
+def _refuse_duplicates(run_ids: list[str]) -> None:
+    twice = sorted(run_id for run_id, n in Counter(run_ids).items() if n > 1)
+    if twice:
+        raise UsageProblem(
+            f"two roots give runs the same id ({', '.join(twice[:3])}): "
+            "roots must have different folder names"
+        )
+
+
+def _save(
+    dataset: Location, entries: dict[str, dict[str, Any]], rows: dict[str, dict[str, Any]]
+) -> None:
+    write_table(dataset, MANIFEST, manifest_frame(entries))
+    write_table(dataset, RUNS, runs_frame(list(rows.values())))

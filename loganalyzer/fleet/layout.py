@@ -1,0 +1,36 @@
+"""The dataset's layout (schema loganalyzer.index/1), documented in the README:
+
+    DATASET/
+      dataset.json            {"schema": "loganalyzer.index/1", "tool_version": ...}
+      manifest.parquet        one row per run: its inputs, status and error (MANIFEST_SCHEMA)
+      runs.parquet            one row per run: its headline figures (document.RUNS_SCHEMA)
+      files.parquet           every file seen under the roots, and its parser ("" for none)
+      runs/<key>/summary.json         the run's summary document (loganalyzer.summary/1)
+      runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
+      runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
+
+`<key>` is the run id made safe as a folder name, plus a short hash that keeps two ids apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+INDEX_SCHEMA = "loganalyzer.index/1"
+DATASET_JSON = "dataset.json"
+MANIFEST = "manifest.parquet"
+RUNS = "runs.parquet"
+FILES = "files.parquet"
+RUNS_DIR = "runs"
+SUMMARY = "summary.json"
+ITERATIONS = "iterations.parquet"
+METRICS = "metrics.parquet"
+REPORT = "report.html"
+
+
+def run_key(run_id: str) -> str:
+    """A folder name for a run id: readable, and unique per id."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id.replace("/", "__"))[-80:]
+    digest = hashlib.blake2b(run_id.encode(), digest_size=4).hexdigest()
+    return f"{readable}-{digest}"

@@ -1,0 +1,221 @@
+"""The fleet document (schema loganalyzer.fleet/1): every run's row, the runs grouped by
+configuration with regressions flagged, and GPU-hours lost by cause, computed with polars
+lazy scans of the dataset's runs table (one row per run: the steps of all runs are never
+loaded).
+
+A run is a regression when its steady step time exceeds its group's recent median by more
+than the group's noise:
+
+    baseline  = median step time of the previous WINDOW runs of the group (at least HISTORY)
+    noise     = (p75 - p25) / 1.349 of those runs (the IQR as a normal standard deviation)
+    regressed = step_time > baseline + max(SIGMAS · noise, MIN_SLOWDOWN · baseline)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from loganalyzer import __version__
+from loganalyzer.errors import InputError
+from loganalyzer.fleet.document import LOST_CAUSES
+from loganalyzer.fleet.layout import RUNS
+from loganalyzer.fleet.storage import Location, locate
+
+FLEET_SCHEMA = "loganalyzer.fleet/1"
+WINDOW = 8
+HISTORY = 3
+SIGMAS = 3.0
+MIN_SLOWDOWN = 0.05
+MOST_LOST = 10
+NATIVE_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
+
+
+def scan_runs(dataset: Location) -> pl.LazyFrame:
+    """A lazy scan of the dataset's runs table (polars reads object stores itself; other
+    fsspec stores are read through fsspec)."""
+    where = dataset.join(RUNS)
+    if not where.fs.exists(where.path):
+        raise InputError(
+            f"{dataset.url()}: no {RUNS} here; build the dataset with `loganalyzer index`"
+        )
+    if where.local:
+        return pl.scan_parquet(where.path)
+    protocol = where.fs.protocol if isinstance(where.fs.protocol, str) else where.fs.protocol[0]
+    if protocol in NATIVE_PROTOCOLS:
+        return pl.scan_parquet(where.url())
+    with where.fs.open(where.path, "rb") as stream:
+        return pl.read_parquet(stream.read()).lazy()
+
+
+def build_fleet(dataset_url: str) -> dict[str, Any]:
+    """The fleet document of the dataset at `dataset_url`."""
+    runs = scan_runs(locate(dataset_url))
+    ok = pl.col("status") == "ok"
+    flagged = _with_regressions(runs.filter(ok & pl.col("step_time_s").is_not_null()))
+    totals = runs.select(
+        pl.len().alias("runs"),
+        ok.sum().alias("analysed"),
+        (~ok).sum().alias("failed"),
+        pl.col("gpu_hours").sum().alias("gpu_hours"),
+        pl.col("lost_gpu_hours").sum().alias("lost_gpu_hours"),
+        (ok & pl.col("gpu_hours").is_null()).sum().alias("runs_without_gpu_hours"),
+        *[pl.col(f"lost_{c}_gpu_hours").sum().alias(c) for c in LOST_CAUSES],
+    ).collect()
+    total = totals.row(0, named=True)
+    ordered = runs.join(
+        flagged.lazy().select("run_id", "regression", "baseline_s", "slowdown"),
+        on="run_id",
+        how="left",
+    ).sort(
+        [ok, pl.col("lost_gpu_hours"), pl.col("mfu")],
+        descending=[False, True, False],
+        nulls_last=True,
+    )
+    rows = ordered.drop("config").collect().to_dicts()
+    regressions = _regressions(flagged)
+    return {
+        "schema": FLEET_SCHEMA,
+        "tool_version": __version__,
+        "dataset": dataset_url,
+        "totals": {k: total[k] for k in ("runs", "analysed", "failed", "gpu_hours")}
+        | {
+            "lost_gpu_hours": total["lost_gpu_hours"],
+            "runs_without_gpu_hours": total["runs_without_gpu_hours"],
+        },
+        "lost_by_cause_gpu_hours": {c: total[c] for c in LOST_CAUSES},
+        "most_lost": _most_lost(runs),
+        "failed": [
+            {"run_id": r["run_id"], "error": r["error"]} for r in rows if r["status"] != "ok"
+        ],
+        "regressions": regressions,
+        "groups": _groups(flagged),
+        "runs": _plain_rows(rows),
+        "method": {
+            "window": WINDOW,
+            "history": HISTORY,
+            "sigmas": SIGMAS,
+            "min_slowdown": MIN_SLOWDOWN,
+            "rule": "regressed when step_time > baseline + max(sigmas·noise, "
+            "min_slowdown·baseline); baseline = median of the previous `window` runs of the "
+            "same configuration (at least `history`), noise = IQR/1.349 of them",
+        },
+    }
+
+
+def _with_regressions(ok_runs: pl.LazyFrame) -> pl.DataFrame:
+    """Analysed runs in time order within their configuration, with the baseline, noise and
+    verdict of each."""
+    prior = pl.col("step_time_s").shift(1).over("config_key")
+
+    def rolling(q: float) -> pl.Expr:
+        return prior.rolling_quantile(q, window_size=WINDOW, min_samples=HISTORY).over("config_key")
+
+    baseline = rolling(0.5)
+    noise = (rolling(0.75) - rolling(0.25)) / 1.349
+    threshold = pl.max_horizontal(SIGMAS * noise, MIN_SLOWDOWN * baseline)
+    return (
+        ok_runs.sort("config_key", "started", "run_id", nulls_last=True)
+        .with_columns(
+            baseline.alias("baseline_s"), noise.alias("noise_s"), threshold.alias("threshold_s")
+        )
+        .with_columns(
+            (pl.col("step_time_s") > pl.col("baseline_s") + pl.col("threshold_s"))
+            .fill_null(False)
+            .alias("regression"),
+            (pl.col("step_time_s") / pl.col("baseline_s") - 1).alias("slowdown"),
+        )
+        .collect()
+    )
+
+
+def _regressions(flagged: pl.DataFrame) -> list[dict[str, Any]]:
+    """Each regressed run with its baseline and the config difference that came with it:
+    the settings every run of the window shared and this run changed."""
+    found = []
+    for group in flagged.partition_by("config_key", maintain_order=True):
+        rows = group.to_dicts()
+        for n, row in enumerate(rows):
+            if not row["regression"]:
+                continue
+            window = rows[max(0, n - WINDOW) : n]
+            found.append(
+                {
+                    "run_id": row["run_id"],
+                    "config_key": row["config_key"],
+                    "config_label": row["config_label"],
+                    "started": row["started"],
+                    "step_time_s": row["step_time_s"],
+                    "baseline_s": row["baseline_s"],
+                    "noise_s": row["noise_s"],
+                    "threshold_s": row["threshold_s"],
+                    "slowdown": row["slowdown"],
+                    "mfu": row["mfu"],
+                    "previous_run": window[-1]["run_id"] if window else None,
+                    "config_changes": _changes(row, window),
+                }
+            )
+    return _plain_rows(sorted(found, key=lambda r: -float(r["slowdown"])))
+
+
+def _changes(row: Mapping[str, Any], window: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    mine = json.loads(row["config"] or "{}")
+    before = [json.loads(r["config"] or "{}") for r in window]
+    changes = []
+    for key in sorted(set(mine) | set().union(*before)):
+        values = {json.dumps(b.get(key), default=str) for b in before}
+        if len(values) == 1 and json.dumps(mine.get(key), default=str) not in values:
+            changes.append({"key": key, "before": before[-1].get(key), "after": mine.get(key)})
+    return changes
+
+
+def _groups(flagged: pl.DataFrame) -> list[dict[str, Any]]:
+    summary = (
+        flagged.group_by("config_key", maintain_order=True)
+        .agg(
+            pl.col("config_label").first().alias("label"),
+            pl.len().alias("runs"),
+            pl.col("step_time_s").median().alias("median_step_time_s"),
+            pl.col("mfu").median().alias("median_mfu"),
+            pl.col("gpu_hours").sum().alias("gpu_hours"),
+            pl.col("regression").sum().alias("regressions"),
+            pl.struct("run_id", "started", "step_time_s", "mfu", "regression").alias("points"),
+        )
+        .sort("gpu_hours", descending=True, nulls_last=True)
+    )
+    return _plain_rows(summary.to_dicts())
+
+
+def _most_lost(runs: pl.LazyFrame) -> list[dict[str, Any]]:
+    top = (
+        runs.filter(pl.col("lost_gpu_hours") > 0)
+        .sort("lost_gpu_hours", descending=True)
+        .head(MOST_LOST)
+        .select(
+            "run_id",
+            "lost_gpu_hours",
+            "gpu_hours",
+            *[f"lost_{c}_gpu_hours" for c in LOST_CAUSES],
+        )
+        .collect()
+    )
+    return _plain_rows(top.to_dicts())
+
+
+def _plain_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    """Datetimes as ISO 8601 text, for JSON."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

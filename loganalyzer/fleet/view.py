@@ -1,0 +1,298 @@
+"""The fleet page's view model: every figure formatted, every chart coordinate computed, so
+that the template only lays out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loganalyzer.fleet.document import LOST_CAUSES
+from loganalyzer.fleet.layout import REPORT, RUNS_DIR
+from loganalyzer.fleet.storage import locate
+from loganalyzer.render.numbers import TIMES, number, percent
+
+CAUSE_NAMES = {
+    "warmup": "warm-up",
+    "slow_steps": "slow steps",
+    "restarts": "restarts (gaps and redone work)",
+    "stalls": "stalls",
+}
+CHART_W, CHART_H, PAD = 320, 90, 6
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell: its text, the value it sorts by, and whether it is a number."""
+
+    text: str
+    sort: str
+    numeric: bool = False
+    bad: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    cells: tuple[Cell, ...]
+    link: str | None = None
+    flagged: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    title: str
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A small chart of one figure per run over time, in SVG coordinates."""
+
+    title: str
+    width: int
+    height: int
+    line: str
+    points: tuple[Point, ...]
+    low: str
+    high: str
+
+
+@dataclass(frozen=True)
+class Group:
+    label: str
+    summary: str
+    charts: tuple[Chart, ...]
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: str
+    share: float
+
+
+@dataclass(frozen=True)
+class FleetView:
+    title: str
+    headline: tuple[tuple[str, str], ...]
+    lost: tuple[Bar, ...]
+    most_lost: Table
+    regressions: Table
+    regression_rule: str
+    failed: Table
+    groups: tuple[Group, ...]
+    runs: Table
+
+
+def build_view(document: Mapping[str, Any], html_path: str | None = None) -> FleetView:
+    """The view of a fleet document; runs link to their own report where the dataset has
+    one (relative to `html_path` when both are local)."""
+    totals = document["totals"]
+    links = _links(document, html_path)
+    lost_total = sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
+    return FleetView(
+        title=f"Fleet: {totals['runs']} runs",
+        headline=(
+            (
+                "runs",
+                f"{totals['runs']} ({totals['analysed']} analysed, {totals['failed']} failed)",
+            ),
+            ("GPU-hours", _hours(totals["gpu_hours"])),
+            ("GPU-hours lost", _hours(totals["lost_gpu_hours"])),
+            ("regressions", str(len(document["regressions"]))),
+        ),
+        lost=tuple(
+            Bar(
+                CAUSE_NAMES[cause],
+                _hours(document["lost_by_cause_gpu_hours"][cause]),
+                (document["lost_by_cause_gpu_hours"][cause] or 0.0) / lost_total
+                if lost_total
+                else 0.0,
+            )
+            for cause in LOST_CAUSES
+        ),
+        most_lost=Table(
+            ("run", "GPU-hours lost", "of GPU-hours", *(CAUSE_NAMES[c] for c in LOST_CAUSES)),
+            tuple(
+                Row(
+                    (
+                        _text(r["run_id"]),
+                        _num(r["lost_gpu_hours"], _hours(r["lost_gpu_hours"])),
+                        _num(r["gpu_hours"], _hours(r["gpu_hours"])),
+                        *(
+                            _num(r[f"lost_{c}_gpu_hours"], _hours(r[f"lost_{c}_gpu_hours"]))
+                            for c in LOST_CAUSES
+                        ),
+                    ),
+                    links.get(r["run_id"]),
+                )
+                for r in document["most_lost"]
+            ),
+        ),
+        regressions=Table(
+            ("run", "configuration", "step time", "group median", "slower by", "after", "change"),
+            tuple(
+                Row(
+                    (
+                        _text(r["run_id"]),
+                        _text(r["config_label"]),
+                        _num(r["step_time_s"], number(r["step_time_s"], ".4g", " s")),
+                        _num(r["baseline_s"], number(r["baseline_s"], ".4g", " s")),
+                        _num(r["slowdown"], percent(r["slowdown"])),
+                        _text(r["previous_run"] or ""),
+                        _text(_changes(r["config_changes"])),
+                    ),
+                    links.get(r["run_id"]),
+                    flagged=True,
+                )
+                for r in document["regressions"]
+            ),
+        ),
+        regression_rule=document["method"]["rule"],
+        failed=Table(
+            ("run", "error"),
+            tuple(
+                Row((_text(r["run_id"]), Cell(r["error"], r["error"], bad=True)), None, True)
+                for r in document["failed"]
+            ),
+        ),
+        groups=tuple(_group(g) for g in document["groups"]),
+        runs=_runs(document["runs"], links),
+    )
+
+
+def _runs(rows: Sequence[Mapping[str, Any]], links: Mapping[str, str]) -> Table:
+    columns = (
+        "run",
+        "status",
+        "framework",
+        "model",
+        "params",
+        "GPUs",
+        "started",
+        "ended",
+        "GPU-hours",
+        "MFU",
+        "goodput MFU",
+        *(f"lost: {CAUSE_NAMES[c]}" for c in LOST_CAUSES),
+        "verdicts (critical/warning/info)",
+    )
+    lines = []
+    for r in rows:
+        gpus = (
+            f"{r['num_gpus']} {TIMES} {r['device'] or 'unknown device'}"
+            if r["num_gpus"] is not None
+            else "unknown"
+        )
+        verdicts = [r.get(f"verdicts_{s}") for s in ("critical", "warning", "info")]
+        ok = r["status"] == "ok"
+        cells = (
+            _text(r["run_id"]),
+            Cell(_status(r), r["status"], bad=_status(r) != "ok"),
+            _text(r["framework"] or ""),
+            _text(r["model"] or ""),
+            _num(r["params"], number(r["params"], ".3g", missing="")),
+            _num(r["num_gpus"], gpus if ok else ""),
+            _text((r["started"] or "")[:19].replace("T", " ")),
+            _text((r["ended"] or "")[:19].replace("T", " ")),
+            _num(r["gpu_hours"], _hours(r["gpu_hours"]) if ok else ""),
+            _num(r["mfu"], percent(r["mfu"]) if ok else ""),
+            _num(r["goodput_mfu"], percent(r["goodput_mfu"]) if ok else ""),
+            *(
+                _num(r[f"lost_{c}_gpu_hours"], _hours(r[f"lost_{c}_gpu_hours"]) if ok else "")
+                for c in LOST_CAUSES
+            ),
+            _num(
+                sum(v or 0 for v in verdicts),
+                "/".join(str(v) for v in verdicts) if ok else "",
+            ),
+        )
+        flagged = not ok or bool(r.get("regression"))
+        lines.append(Row(cells, links.get(r["run_id"]), flagged))
+    return Table(columns, tuple(lines))
+
+
+def _group(group: Mapping[str, Any]) -> Group:
+    points = sorted(group["points"], key=lambda p: (p["started"] or "", p["run_id"]))
+    summary = (
+        f"{group['runs']} runs, median step {number(group['median_step_time_s'], '.4g', ' s')},"
+        f" median MFU {percent(group['median_mfu'])}, {_hours(group['gpu_hours'])} GPU-hours,"
+        f" {group['regressions']} regression(s)"
+    )
+    return Group(
+        group["label"],
+        summary,
+        (
+            _chart("step time (s)", points, "step_time_s", lambda v: number(v, ".4g", " s")),
+            _chart("MFU", points, "mfu", percent),
+        ),
+    )
+
+
+def _chart(title: str, points: Sequence[Mapping[str, Any]], field: str, shown: Any) -> Chart:
+    values = [p[field] for p in points]
+    known = [v for v in values if v is not None]
+    low, high = (min(known), max(known)) if known else (0.0, 1.0)
+    span = (high - low) or 1.0
+    step = (CHART_W - 2 * PAD) / max(1, len(points) - 1)
+    placed = tuple(
+        Point(
+            round(PAD + n * step, 1),
+            round(CHART_H - PAD - (v - low) / span * (CHART_H - 2 * PAD), 1),
+            f"{p['run_id']} ({(p['started'] or '')[:10]}): {shown(v)}",
+            bool(p["regression"]),
+        )
+        for n, (p, v) in enumerate(zip(points, values, strict=True))
+        if v is not None
+    )
+    line = " ".join(f"{p.x},{p.y}" for p in placed)
+    return Chart(title, CHART_W, CHART_H, line, placed, shown(low), shown(high))
+
+
+def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]:
+    """Run id to the run's own report, for the runs that have one in the dataset."""
+    dataset = locate(document["dataset"])
+    links = {}
+    for row in document["runs"]:
+        report = dataset.join(RUNS_DIR, row["key"], REPORT)
+        if not report.fs.exists(report.path):
+            continue
+        if report.local and html_path is not None:
+            start = os.path.dirname(os.path.abspath(html_path))
+            links[row["run_id"]] = os.path.relpath(report.path, start)
+        else:
+            links[row["run_id"]] = report.url() if not report.local else report.path
+    return links
+
+
+def _status(row: Mapping[str, Any]) -> str:
+    if row["status"] != "ok":
+        return "error"
+    if row.get("regression"):
+        return f"regression (+{percent(row['slowdown'])})"
+    return "ok"
+
+
+def _changes(changes: Sequence[Mapping[str, Any]]) -> str:
+    return "; ".join(f"{c['key']}: {c['before']} → {c['after']}" for c in changes) or "none seen"
+
+
+def _hours(value: float | None) -> str:
+    return number(value, ",.1f", missing="unknown")
+
+
+def _text(text: str) -> Cell:
+    return Cell(text, text.lower())
+
+
+def _num(value: float | int | None, text: str) -> Cell:
+    return Cell(text, "" if value is None else repr(float(value)), numeric=True)
