@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loganalyzer.combine import combine_views
 from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
@@ -74,6 +75,6 @@ def load_run(
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )
-    run = merge_runs(runs)
+    run = merge_runs(combine_views(runs))
     validate_run(run)
     return Loaded(run, ignored)

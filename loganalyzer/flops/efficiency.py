@@ -7,6 +7,7 @@ the peak's source, and where each fact came from (`facts`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,11 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
     recompute = given.get("recompute") or run.get("recompute")
+    lora = bool(given.get("lora")) or run.get("lora") is True
+    if lora:
+        shape = _adapter_facts(run, shape, origins, warnings)
+    if batch is None:
+        warnings.extend(_missing_shape(shape, run))
     return RunFacts(
         shape=shape,
         global_batch_size=batch,
@@ -97,13 +103,56 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         dtype=str(dtype) if dtype else None,
         recompute=str(recompute) if recompute else None,
         formula=str(given.get("formula", "megatron")),
-        lora=bool(given.get("lora")),
+        lora=lora,
         gpu=gpu,
         gpu_source=gpu_source,
         peak_override=given.get("peak_tflops"),
         origins=origins,
         warnings=tuple(warnings),
     )
+
+
+def _adapter_facts(
+    run: Run, shape: ModelShape, origins: dict[str, str], warnings: list[str]
+) -> ModelShape:
+    """A LoRA run's trainable parameters from the log (PEFT's `trainable params` line, the
+    Trainer's count), unless a flag gave them; without them the adapters count as nothing."""
+    if shape.trainable_params is not None:
+        return shape
+    found = run.get_int("trainable_params")
+    if found is None:
+        warnings.append(
+            "LoRA run: trainable (adapter) parameters unknown, counted as 0; pass"
+            " --trainable-params"
+        )
+        return shape
+    origins["trainable_params"] = str(run.config["trainable_params"].provenance)
+    return dataclasses.replace(shape, trainable_params=found)
+
+
+# What the default FLOPs formula needs of the model, and the flag that gives each.
+_SHAPE_FLAGS = {
+    "num_layers": "--num-layers",
+    "hidden_size": "--hidden-size",
+    "num_attention_heads": "--num-attention-heads",
+    "seq_length": "--seq-length",
+    "vocab_size": "--vocab-size",
+}
+
+
+def _missing_shape(shape: ModelShape, run: Run) -> list[str]:
+    """Which model facts the run lacks, and the flags that supply them (said here because
+    without a batch size the FLOPs engine stops before looking at the shape)."""
+    known = {**dataclasses.asdict(shape), "vocab_size": shape.vocab}
+    missing = [name for name in _SHAPE_FLAGS if known[name] is None]
+    if not missing:
+        return []
+    base = run.get("peft_base_model")
+    where = f" (the adapter's base model is {base})" if base else ""
+    return [
+        f"model shape unknown: {', '.join(missing)} not in the run; pass --model (a preset or"
+        f" a Hugging Face config.json{where}) or {' '.join(_SHAPE_FLAGS[m] for m in missing)}"
+    ]
 
 
 def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:

@@ -1,0 +1,117 @@
+"""Several formats of one run read as one: an HF output_dir's trainer_state.json beside the
+Trainer's stdout, later its event files. Each is a view of the same iterations; they are
+combined record by record, not laid end to end as restarts are (`merge.py`).
+
+Two Runs are views of one run when one's logged iterations are all among the other's (at
+least two in common) and their losses agree at every common iteration (to 0.1 %: stdout
+rounds them). A resume logs new iterations past the old ones, so it never passes.
+
+Precedence, per record: the view whose step times come from the better source wins
+(STEP_TIME_PRECEDENCE, best first); the others fill the columns it lacks and add the
+iterations it lacks. Config values: the winner's, the others filling gaps. Long-table rows
+that several views carry (same iteration and name) are kept once, the winner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from loganalyzer.model import ConfigValue, Run
+
+# Where a view's step times came from (its `step_time_source` config value), best first:
+# event-file wall times, the Trainer's cumulative runtime (as saved, then as printed: stdout
+# rounds it), tqdm's elapsed time, a run-level average; a view that does not say comes last.
+STEP_TIME_PRECEDENCE = (
+    "event_files",
+    "train_runtime",
+    "train_runtime_printed",
+    "tqdm",
+    "average",
+)
+
+LOSS_TOLERANCE = 1e-3
+
+
+def combine_views(runs: Sequence[Run]) -> list[Run]:
+    """The runs with every group of views of one run combined into one Run (order kept)."""
+    remaining = list(runs)
+    result: list[Run] = []
+    while remaining:
+        first = remaining.pop(0)
+        views = [first]
+        for other in list(remaining):
+            if any(_same_run(view, other) for view in views):
+                views.append(other)
+                remaining.remove(other)
+        result.append(first if len(views) == 1 else _combined(views))
+    return result
+
+
+def _same_run(a: Run, b: Run) -> bool:
+    left = a.table.select("iteration", "loss").drop_nulls().unique("iteration")
+    right = b.table.select("iteration", "loss").drop_nulls().unique("iteration")
+    if left.height == 0 or right.height == 0:
+        return False
+    small, large = (left, right) if left.height <= right.height else (right, left)
+    common = small.join(large, on="iteration", suffix="_other")
+    if common.height < 2 or common.height != small.height:
+        return False
+    relative = (pl.col("loss") - pl.col("loss_other")).abs() / pl.col("loss_other").abs().clip(
+        lower_bound=1e-12
+    )
+    return bool(common.select((relative <= LOSS_TOLERANCE).all()).item())
+
+
+def _rank(run: Run) -> int:
+    used = run.get("step_time_source")
+    if used in STEP_TIME_PRECEDENCE:
+        return STEP_TIME_PRECEDENCE.index(str(used))
+    return len(STEP_TIME_PRECEDENCE)
+
+
+def _combined(views: list[Run]) -> Run:
+    ordered = sorted(views, key=_rank)
+    best = ordered[0]
+    table = best.table
+    columns = table.columns
+    for other in ordered[1:]:
+        filled = table.join(
+            other.table.unique("iteration", keep="first"),
+            on="iteration",
+            how="left",
+            suffix="_other",
+            maintain_order="left",
+        )
+        table = filled.select(
+            "iteration",
+            *[
+                pl.coalesce(name, f"{name}_other").alias(name)
+                for name in columns
+                if name != "iteration"
+            ],
+        ).select(columns)
+        extra = other.table.join(table, on="iteration", how="anti")
+        if extra.height:
+            table = pl.concat([table, extra]).sort("segment", "iteration", maintain_order=True)
+    config: dict[str, ConfigValue] = {}
+    for view in ordered:
+        for key, value in view.config.items():
+            config.setdefault(key, value)
+    metrics = pl.concat([view.metrics for view in ordered])
+    metrics = metrics.filter(pl.struct("iteration", "name").is_first_distinct())
+    names = ", ".join(view.sources[0].path for view in ordered if view.sources)
+    warnings = [w for view in ordered for w in view.warnings]
+    warnings.append(
+        f"{names}: views of one run (the same iterations and losses), combined record by record;"
+        f" step times from {best.sources[0].path if best.sources else 'the first'}"
+    )
+    return Run(
+        framework=best.framework,
+        config=config,
+        table=table,
+        metrics=metrics,
+        sources=[source for view in ordered for source in view.sources],
+        warnings=warnings,
+    )
