@@ -237,8 +237,9 @@ def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: fl
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
         overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
-    reported = _median(run.table["reported_tflops_per_gpu"])
-    ratio = _reported_ratio(run.table, flops, facts.num_gpus)
+    table = _with_total_flos(run, facts.num_gpus)
+    reported = _median(table["reported_tflops_per_gpu"])
+    ratio = _reported_ratio(table, flops, facts.num_gpus)
     explanation = expected = None
     if ratio is not None:
         explanation = explain_reported_ratio(
@@ -260,6 +261,21 @@ def measure(run: Run, facts: RunFacts, steady_step_s: float | None, stalls_s: fl
         expected_ratio=expected,
         params=params,
         warnings=tuple(warnings),
+    )
+
+
+def _with_total_flos(run: Run, num_gpus: int | None) -> pl.DataFrame:
+    """The table, with what a run that reports only its total FLOPs (HF Trainer's
+    `total_flos`) claims per GPU at each record's pace: total / steps / (step time x GPUs)."""
+    total, steps = run.get("reported_total_flos"), run.get_int("global_step")
+    table = run.table
+    if not isinstance(total, (int, float)) or not steps or not num_gpus:
+        return table
+    if table["reported_tflops_per_gpu"].drop_nulls().len():
+        return table
+    per_step = float(total) / steps
+    return table.with_columns(
+        reported_tflops_per_gpu=per_step / (pl.col("step_time_s") * num_gpus * 1e12)
     )
 
 

@@ -42,7 +42,8 @@ STEP_TIME_SOURCES = {
 
 def train_entries(long: pl.DataFrame) -> pl.DataFrame:
     """One row per training log entry (those with a `loss`), keys as columns, by step."""
-    entries = long.filter(pl.col("entry").is_in(long.filter(pl.col("key") == "loss")["entry"]))
+    losses = long.filter(pl.col("key") == "loss")["entry"]
+    entries = long.filter(pl.col("entry").is_in(losses.implode()))
     if entries.height == 0:
         return pl.DataFrame(schema={"entry": pl.Int64, "step": pl.Int64, "line": pl.Int64})
     wide = entries.pivot(
@@ -103,7 +104,9 @@ def step_times(
 def other_metrics(long: pl.DataFrame, train: pl.DataFrame, source: str) -> pl.DataFrame:
     """Every entry value without a column, to the long table as `hf/<key>` (evaluation
     entries as they are named, `eval_loss` ...), at the entry's step."""
-    kept = long.filter(~pl.col("key").is_in(list(COLUMNS)) | ~pl.col("entry").is_in(train["entry"]))
+    kept = long.filter(
+        ~pl.col("key").is_in(list(COLUMNS)) | ~pl.col("entry").is_in(train["entry"].implode())
+    )
     return conform_metrics(
         kept.select(
             iteration="step",

@@ -114,7 +114,10 @@ def log_entries(path: Path) -> tuple[pl.DataFrame, dict[str, Any], list[str]]:
             )
         if position > 0 and added:
             notes.append(f"{copy}: {added} log entries the newer state lacks were taken from it")
-    frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA).sort("step", "entry", maintain_order=True)
+    frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA).with_columns(
+        # entries in step order, whichever copy they came from
+        entry=pl.struct("step", "entry").rank("dense").cast(pl.Int64)
+    )
     return frame, newest, notes
 
 

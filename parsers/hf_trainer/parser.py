@@ -22,8 +22,12 @@ from loganalyzer.parsers.hf_trainer.entries import (
 from loganalyzer.parsers.hf_trainer.facts import add_derived
 from loganalyzer.sources import is_probably_binary, read_head
 
+# A dict or the training block at the start of a line (after a launcher or logger prefix),
+# not quoted inside other text.
 STDOUT_MARKERS = re.compile(
-    r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': "
+    r"(?:^|\]:|\] |>> )"
+    r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
+    re.M,
 )
 # A trainer_state.json saved under another name (a copy, an excerpt).
 STATE_MARKER = re.compile(r'^\s*"log_history": \[', re.M)
@@ -110,6 +114,11 @@ def _from_stdout(path: Path) -> Run:
         times, used = pl.Series("step_time_s", [final["train_runtime"] / steps]), "average"
     if not found["dicts"].height and not found["bars"].height and not config:
         raise InputError(f"{path}: no Trainer log dicts, progress bars or training block found")
+    flos = long.filter(pl.col("key") == "total_flos")
+    if flos.height and steps:
+        where = Provenance("log", source, flos["line"][0])
+        config.setdefault("reported_total_flos", ConfigValue(flos["value"][0], where))
+        config.setdefault("global_step", ConfigValue(steps, where))
     if numbered:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
