@@ -4,12 +4,15 @@ combined record by record, not laid end to end as restarts are (`merge.py`).
 
 Two Runs are views of one run when one's logged iterations are all among the other's (at
 least two in common) and their losses agree at every common iteration (to 0.1 %: stdout
-rounds them). A resume logs new iterations past the old ones, so it never passes.
+rounds them). A resume logs new iterations past the old ones, so it never passes. A
+progress bar's records (no losses) are a view of the same framework's logged run when they
+end no later than it does.
 
 Precedence, per record: the view whose step times come from the better source wins
 (STEP_TIME_PRECEDENCE, best first); the others fill the columns it lacks and add the
-iterations it lacks. Config values: the winner's, the others filling gaps. Long-table rows
-that several views carry (same iteration and name) are kept once, the winner's.
+iterations no record of it covers. Config values: the winner's, the others filling gaps.
+Long-table rows that several views carry (same iteration and name) are kept once, the
+winner's.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def combine_views(runs: Sequence[Run]) -> list[Run]:
 
 
 def _same_run(a: Run, b: Run) -> bool:
+    if _bars_within(a, b) or _bars_within(b, a):
+        return True
     left = a.table.select("iteration", "loss").drop_nulls().unique("iteration")
     right = b.table.select("iteration", "loss").drop_nulls().unique("iteration")
     if left.height == 0 or right.height == 0:
@@ -64,11 +69,40 @@ def _same_run(a: Run, b: Run) -> bool:
     return bool(common.select((relative <= LOSS_TOLERANCE).all()).item())
 
 
+def _bars_within(bars: Run, other: Run) -> bool:
+    """A progress bar's records (the Trainer's stderr: no losses, tqdm step times) are a
+    view of the same framework's run whose logged steps reach at least as far."""
+    if bars.get("step_time_source") != "tqdm" or bars.table["loss"].drop_nulls().len():
+        return False
+    if bars.framework != other.framework or other.table["loss"].drop_nulls().len() < 2:
+        return False
+    last, reach = bars.table["iteration"].max(), other.table["iteration"].max()
+    return isinstance(last, int) and isinstance(reach, int) and last <= reach
+
+
 def _rank(run: Run) -> int:
     used = run.get("step_time_source")
     if used in STEP_TIME_PRECEDENCE:
         return STEP_TIME_PRECEDENCE.index(str(used))
     return len(STEP_TIME_PRECEDENCE)
+
+
+def _uncovered(extra: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
+    """The records of `extra` whose iteration no record of `table` covers (a record covers
+    the `interval` iterations up to its own): filling gaps never counts a step twice."""
+    if extra.height == 0 or table.height == 0:
+        return extra
+    spans = table.select("iteration", first=pl.col("iteration") - pl.col("interval") + 1).sort(
+        "iteration"
+    )
+    found = extra.sort("iteration").join_asof(
+        spans.rename({"iteration": "covering"}),
+        left_on="iteration",
+        right_on="covering",
+        strategy="forward",
+    )
+    keep = pl.col("first").is_null() | (pl.col("iteration") < pl.col("first"))
+    return found.filter(keep).drop("covering", "first").select(extra.columns)
 
 
 def _combined(views: list[Run]) -> Run:
@@ -92,7 +126,7 @@ def _combined(views: list[Run]) -> Run:
                 if name != "iteration"
             ],
         ).select(columns)
-        extra = other.table.join(table, on="iteration", how="anti")
+        extra = _uncovered(other.table.join(table, on="iteration", how="anti"), table)
         if extra.height:
             table = pl.concat([table, extra]).sort("segment", "iteration", maintain_order=True)
     config: dict[str, ConfigValue] = {}

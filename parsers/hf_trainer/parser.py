@@ -25,7 +25,7 @@ from loganalyzer.sources import is_probably_binary, read_head
 # A dict or the training block at the start of a line (after a launcher or logger prefix),
 # not quoted inside other text.
 STDOUT_MARKERS = re.compile(
-    r"(?:^|\]:|\] |>> )"
+    r"(?:^|^[\w.-]+: |\]:|\] |>> )"
     r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
     re.M,
 )

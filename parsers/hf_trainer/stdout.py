@@ -15,7 +15,7 @@ CANDIDATES = ("{'", "it/s]", "s/it]", "Running training", " = ", "trainable para
 # Where a record starts inside a glued line: a launcher label, a dict, a tqdm bar.
 RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|\s*\d{1,3}%\|"
 
-DICT = r"^\{'([\w/().%-]+)': "
+DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines with `host: `
 PAIR = r"'([^']+)': '?([-+\w.]+)'?"
 BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<"
 BLOCK = {
