@@ -8,6 +8,8 @@ then review the diff.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,30 @@ def test_a_checkpoint_copy_fills_what_the_newest_state_lacks(tmp_path: Path) -> 
     run = load_run([str(tmp_path)], load_registry()).run
     assert run.table["iteration"].to_list() == [5, 10, 15, 20, 25, 30, 35, 40]
     assert any("1 log entries the newer state lacks" in w for w in run.warnings)
+
+
+def test_lora_output_dir_in_a_real_subprocess() -> None:
+    """The installed command on the LoRA run: JSON on stdout, the frozen rule applied."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loganalyzer",
+            "summary",
+            "-q",
+            "--json",
+            "fixtures/hf_trainer/lora",
+            "--gpu",
+            "h100-sxm",
+            "--model",
+            PLAIN_CONFIG,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert "frozen:" in document["flops"]["derivation"]
+    assert document["run"]["framework"] == "hf-trainer"
