@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from loganalyzer.textlog import NUMBER, clean, launcher_rank, strip_launcher, to_number
+from loganalyzer.textlog import NUMBER, clean, launcher_rank, numbers, strip_launcher
 
 # Literal markers of the lines read; every other line is skipped unparsed.
 CANDIDATES = (
@@ -68,7 +68,11 @@ def candidates(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _matching(frame: pl.DataFrame, pattern: str) -> pl.DataFrame:
+def _matching(frame: pl.DataFrame, pattern: str, *literals: str) -> pl.DataFrame:
+    """The lines `pattern` matches (its groups in the struct `m`); when given, a cheap
+    literal test first keeps the regex off the (many) lines that cannot match."""
+    if literals:
+        frame = frame.filter(pl.col("text").str.contains_any(list(literals)))
     return frame.with_columns(m=pl.col("text").str.extract_groups(pattern)).filter(
         pl.col("m").struct.field("1").is_not_null()
     )
@@ -77,7 +81,7 @@ def _matching(frame: pl.DataFrame, pattern: str) -> pl.DataFrame:
 def step_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """`[Rank 0] step=N, skipped=K, lr=[...]`: the step number, skips and the first group's lr."""
     m = pl.col("m").struct
-    return _matching(frame, STEP).select(
+    return _matching(frame, STEP, "step=").select(
         "line",
         "rank",
         "stamp",
@@ -90,7 +94,7 @@ def step_lines(frame: pl.DataFrame) -> pl.DataFrame:
 def throughput_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """The ThroughputTimer's report of one step (printed every `steps_per_print`)."""
     m = pl.col("m").struct
-    return _matching(frame, THROUGHPUT).select(
+    return _matching(frame, THROUGHPUT, "SamplesPerSec").select(
         "line",
         "stamp",
         timer_step=m.field("3").cast(pl.Int64),
@@ -106,7 +110,7 @@ def throughput_lines(frame: pl.DataFrame) -> pl.DataFrame:
 def pipeline_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """The pipeline engine's `steps: N loss: X iter time (s): T samples/sec: S`."""
     m = pl.col("m").struct
-    return _matching(frame, PIPELINE).select(
+    return _matching(frame, PIPELINE, "iter time (s)").select(
         "line",
         "rank",
         "stamp",
@@ -119,32 +123,41 @@ def pipeline_lines(frame: pl.DataFrame) -> pl.DataFrame:
 
 def timer_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """`time (ms) | name: value | ...` → one row per timer (`timer/<name>`, in ms). `is_step`
-    marks the per-step report (it has `fwd:`), the others are micro-step or ZeRO timers."""
-    timers = frame.filter(pl.col("text").str.contains(r"time \(ms\) \|")).with_columns(
-        is_step=pl.col("text").str.contains(r"\| fwd: "),
-        field=pl.col("text").str.replace(r"^.*?time \(ms\) \|", "").str.split("|"),
+    marks the per-step report (it has `fwd:`), the others are micro-step or ZeRO timers.
+    These are most of a log's lines: literal splits, and a regex only for odd values."""
+    marker = "time (ms) |"
+    timers = frame.filter(pl.col("text").str.contains(marker, literal=True)).select(
+        "line",
+        "rank",
+        is_step=pl.col("text").str.contains("| fwd: ", literal=True),
+        field=pl.col("text").str.splitn(marker, 2).struct.field("field_1").str.split("|"),
     )
-    return (
+    pairs = (
         timers.explode("field")
-        .with_columns(kv=pl.col("field").str.extract_groups(r"^\s*(\S[^:]*?)\s*:\s*(\S+)\s*$"))
+        .with_columns(kv=pl.col("field").str.splitn(":", 2))
         .select(
             "line",
             "rank",
             "is_step",
-            name=pl.lit("timer/") + pl.col("kv").struct.field("1"),
-            value=to_number(pl.col("kv").struct.field("2")),
+            name=pl.lit("timer/") + pl.col("kv").struct.field("field_0").str.strip_chars(),
+            printed=pl.col("kv").struct.field("field_1"),
         )
-        .drop_nulls(["name", "value"])
+        .filter(pl.col("printed").is_not_null() & (pl.col("name") != "timer/"))
+    )
+    return (
+        numbers(pairs, "printed", "value")
+        .drop_nulls("value")
+        .with_columns(pl.col("name").cast(pl.Categorical))
     )
 
 
 def engine_config(frame: pl.DataFrame) -> pl.DataFrame:
     """`DeepSpeedEngine configuration:` rows (`  name ........ value`) and the launcher's
     `dist_world_size=N`, as (line, key, value) text."""
-    dump = _matching(frame, ENGINE_CONFIG).select(
+    dump = _matching(frame, ENGINE_CONFIG, ":print]").select(
         "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
     )
-    world = _matching(frame, WORLD).select(
+    world = _matching(frame, WORLD, "dist_world_size=").select(
         "line", key=pl.lit("dist_world_size"), value=pl.col("m").struct.field("1")
     )
     return pl.concat([dump, world])
@@ -160,10 +173,10 @@ def engine_starts(frame: pl.DataFrame) -> pl.DataFrame:
 def profiler_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """The flops profiler's summary: `Profile Summary at step N` rows (value = N, name
     `profile_step`) and its figures, in base units (seconds, TFLOPS, counts)."""
-    steps = _matching(frame, PROFILE_STEP).select(
+    steps = _matching(frame, PROFILE_STEP, "Profile Summary").select(
         "line", name=pl.lit("profile_step"), value=pl.col("m").struct.field("1").cast(pl.Float64)
     )
-    rows = _matching(frame, PROFILE_ROW).with_columns(
+    rows = _matching(frame, PROFILE_ROW, *PROFILE_NAMES).with_columns(
         label=pl.col("m").struct.field("1"),
         parts=pl.col("m").struct.field("2").str.extract_groups(rf"^({NUMBER})\s*([KMGTP]?)(\S*)"),
     )

@@ -19,7 +19,7 @@ from loganalyzer.model import (
 from loganalyzer.parsers.deepspeed import lines
 from loganalyzer.parsers.deepspeed.config import engine_config, json_config
 from loganalyzer.sources import is_probably_binary, read_head
-from loganalyzer.textlog import line_frames, to_timestamp
+from loganalyzer.textlog import scanned_chunks, to_timestamp
 
 DEEPSPEED_MARKERS = re.compile(
     r"\[Rank \d+\] step=\d+, skipped=|RunningAvgSamplesPerSec=|DeepSpeedEngine configuration"
@@ -59,10 +59,9 @@ class DeepSpeedParser:
     def parse(self, path: Path) -> Run:
         source = str(path)
         found: dict[str, list[pl.DataFrame]] = {k: [] for k in _EXTRACTORS}
-        for frame in line_frames(path):
-            candidates = lines.candidates(frame)
-            for key, extract in _EXTRACTORS.items():
-                found[key].append(extract(candidates))
+        for chunk in scanned_chunks(path, _scan):
+            for key, part in chunk.items():
+                found[key].append(part)
         parts = {key: pl.concat(frames) for key, frames in found.items()}
         config = engine_config(parts["config"], source)
         from_json, warnings = json_config(path)
@@ -104,6 +103,12 @@ _EXTRACTORS = {
     "profiler": lines.profiler_rows,
     "starts": lines.engine_starts,
 }
+
+
+def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Every kind of line one chunk holds."""
+    candidates = lines.candidates(frame)
+    return {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
 
 
 def _records(
@@ -250,7 +255,7 @@ def _metrics(parts: dict[str, pl.DataFrame], table: pl.DataFrame, source: str) -
         .select(
             "line",
             "iteration",
-            name=pl.lit("flops_profiler/") + pl.col("name"),
+            name=(pl.lit("flops_profiler/") + pl.col("name")).cast(pl.Categorical),
             value="value",
             rank=pl.lit(None, dtype=pl.Int32),
         )
@@ -261,7 +266,7 @@ def _metrics(parts: dict[str, pl.DataFrame], table: pl.DataFrame, source: str) -
         .select(
             "line",
             "iteration",
-            name=pl.lit("deepspeed/running_avg_samples_per_s"),
+            name=pl.lit("deepspeed/running_avg_samples_per_s", dtype=pl.Categorical),
             value="running_avg_samples_per_s",
             rank=pl.lit(None, dtype=pl.Int32),
         )
@@ -297,7 +302,12 @@ def _placed_timers(timers: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     `step=N` line is step N's (`step=0`, printed at start-up, is followed by step 1's); the
     reports before the first step line count back from it, or from 1 without step lines.
     Micro-step and ZeRO timers belong to the next per-step report."""
-    schema = {"line": pl.Int64, "iteration": pl.Int64, "name": pl.String, "value": pl.Float64}
+    schema = {
+        "line": pl.Int64,
+        "iteration": pl.Int64,
+        "name": pl.Categorical,
+        "value": pl.Float64,
+    }
     if timers.height == 0:
         return pl.DataFrame(schema={**schema, "rank": pl.Int32})
     reports = (
