@@ -85,14 +85,17 @@ def step_times(
 ) -> tuple[pl.Series | None, str | None]:
     """Seconds per step of each training entry, and which source gave them (a key of
     STEP_TIME_SOURCES): the cumulative runtime the entries carry, else the run's average."""
-    gap = pl.col("step") - pl.col("step").shift(1)
     if "train_runtime" in wide.columns and wide["train_runtime"].null_count() == 0:
-        elapsed = pl.col("train_runtime") - pl.col("train_runtime").shift(1)
+        # train_runtime restarts with each launch: differences within a segment, and the
+        # first record of a segment covers the usual logging interval (or its step).
+        segment = (pl.col("step") <= pl.col("step").shift(1)).fill_null(False).cum_sum()
+        gap = (pl.col("step") - pl.col("step").shift(1)).over(segment)
+        elapsed = (pl.col("train_runtime") - pl.col("train_runtime").shift(1)).over(segment)
+        first = pl.min_horizontal(gap.drop_nulls().mode().min(), pl.col("step"))
         times = wide.select(
             pl.when(gap > 0)
             .then(elapsed / gap)
-            .otherwise(pl.col("train_runtime") / pl.col("step"))
-            .fill_null(pl.col("train_runtime") / pl.col("step"))
+            .otherwise(pl.col("train_runtime") / first)
             .alias("step_time_s")
         ).to_series()
         return times, "train_runtime_printed" if printed else "train_runtime"

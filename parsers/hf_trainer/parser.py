@@ -94,10 +94,12 @@ def _from_stdout(path: Path) -> Run:
         where = config["peft_trainable_params"].provenance
         config.setdefault("lora", ConfigValue(True, where))
         config["trainable_params"] = config["peft_trainable_params"]
-    first, _, _ = stdout.numbered_entries(found["dicts"], found["starts"], None)
+    first, _, _ = stdout.numbered_entries(found["dicts"], found["starts"], found["resumes"], None)
     final = _final_metrics(first)
     steps = _total(config) or _steps_from_rate(final)
-    long, warnings, numbered = stdout.numbered_entries(found["dicts"], found["starts"], steps)
+    long, warnings, numbered = stdout.numbered_entries(
+        found["dicts"], found["starts"], found["resumes"], steps
+    )
     train = train_entries(long)
     times, used = step_times(train, final.get("train_runtime"), steps, printed=True)
     if used != "train_runtime_printed" and train.height:
