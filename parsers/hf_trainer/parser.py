@@ -81,7 +81,7 @@ def _from_output_dir(path: Path) -> Run:
     _tokens_per_step(train, config, source)
     _batch_from_rates(config, state, final, final_source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, "hf_trainer", warnings)
+    return _finish(config, train, long, times, used, source, warnings)
 
 
 def _from_stdout(path: Path) -> Run:
@@ -124,7 +124,7 @@ def _from_stdout(path: Path) -> Run:
     if numbered:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, "hf_trainer", warnings)
+    return _finish(config, train, long, times, used, source, warnings)
 
 
 def _batch_from_rates(
@@ -246,7 +246,6 @@ def _finish(
     times: pl.Series | None,
     used: str | None,
     source: str,
-    fmt: str,
     warnings: list[str],
 ) -> Run:
     config["framework"] = ConfigValue(FRAMEWORK, Provenance("log", source))
@@ -264,6 +263,6 @@ def _finish(
         config=config,
         table=table,
         metrics=other_metrics(long, train, source),
-        sources=[SourceInfo(source, fmt, table.height)],
+        sources=[SourceInfo(source, HfTrainerParser.name, table.height)],
         warnings=warnings,
     )
