@@ -159,3 +159,20 @@ def test_lora_output_dir_in_a_real_subprocess() -> None:
     document = json.loads(result.stdout)
     assert "frozen:" in document["flops"]["derivation"]
     assert document["run"]["framework"] == "hf-trainer"
+
+
+def test_adapter_base_model_named_like_a_preset_gives_the_shape(tmp_path: Path) -> None:
+    """A PEFT output_dir has no config.json; `openai-community/gpt2` is the `gpt2` preset."""
+    source = FIXTURES / "hf_trainer" / "lora"
+    for name in ("trainer_state.json", "all_results.json"):
+        (tmp_path / name).write_text((source / name).read_text())
+    adapter = json.loads((source / "adapter_config.json").read_text())
+    adapter["base_model_name_or_path"] = "openai-community/gpt2"
+    (tmp_path / "adapter_config.json").write_text(json.dumps(adapter))
+    run = load_run([str(tmp_path)], load_registry()).run
+    assert (run.get("num_layers"), run.get("hidden_size"), run.get("lora")) == (12, 768, True)
+    where = str(run.config["num_layers"].provenance)
+    assert where == "preset gpt2 (the adapter's base model openai-community/gpt2)"
+    adapter["base_model_name_or_path"] = "someone/own-model-7b"
+    (tmp_path / "adapter_config.json").write_text(json.dumps(adapter))
+    assert load_run([str(tmp_path)], load_registry()).run.get("num_layers") is None

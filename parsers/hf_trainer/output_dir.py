@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.errors import InputError
-from loganalyzer.flops.shape import shape_from_hf_config
+from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from_preset
 from loganalyzer.model import ConfigValue, Provenance
 from loganalyzer.parsers.hf_trainer.entries import ENTRY_SCHEMA
 
@@ -155,7 +155,9 @@ def results(root: Path) -> tuple[dict[str, float], str | None]:
 
 def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
     """The model's shape from `config.json` at the top, else in the newest checkpoint, named
-    as the run config names it (Megatron's argument names), with the file as provenance."""
+    as the run config names it (Megatron's argument names), with the file as provenance.
+    A PEFT output_dir has no config.json: its adapter's base model gives the shape when its
+    name (the part after the hub owner) is exactly one of the presets."""
     candidates = [root / "config.json"] + [c.parent / "config.json" for c in state_copies(root)]
     for path in candidates:
         if not path.is_file():
@@ -164,17 +166,27 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
             shape = shape_from_hf_config(_load(path))
         except (ValueError, KeyError, TypeError) as exc:
             return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
-        where = Provenance("config", str(path))
-        values = dataclasses.asdict(shape)
-        found = {
-            key: ConfigValue(values[key], where)
-            for key in SHAPE_FACTS
-            if values.get(key) is not None
-        }
-        if shape.num_query_groups is not None:
-            found["group_query_attention"] = ConfigValue(True, where)
-        return found, []
+        return _shape_facts(shape, Provenance("config", str(path))), []
+    base = adapter_config(root).get("peft_base_model")
+    if base is not None and isinstance(base.value, str):
+        name = base.value.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            shape = shape_from_preset(name)
+        except ValueError:
+            return {}, []
+        where = Provenance("preset", f"{name.lower()} (the adapter's base model {base.value})")
+        return _shape_facts(shape, where), []
     return {}, []
+
+
+def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+    values = dataclasses.asdict(shape)
+    found = {
+        key: ConfigValue(values[key], where) for key in SHAPE_FACTS if values.get(key) is not None
+    }
+    if shape.num_query_groups is not None:
+        found["group_query_attention"] = ConfigValue(True, where)
+    return found
 
 
 def adapter_config(root: Path) -> dict[str, ConfigValue]:
