@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loganalyzer.combine import combine_views
 from loganalyzer.errors import InputError, SeveralRunsError, UnrecognisedSourceError
 from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
@@ -90,7 +91,7 @@ def load_runs(
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )
-    parts = [part for run in runs for part in split_parts(run)]
+    parts = [part for run in combine_views(runs) for part in split_parts(run)]
     loaded = []
     for grouped in group_runs(parts):
         run = merge_runs(grouped)

@@ -8,8 +8,11 @@ These helpers handle that once for every text parser.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -60,6 +63,25 @@ def block_lines(block: bytes) -> pl.Series:
         if read.len() == block.count(b"\n") + 1:
             return read.fill_null("")
     return pl.Series("text", decode_lines(block), dtype=pl.String)
+
+
+T = TypeVar("T")
+
+# Chunks scanned at once: polars releases the GIL, so two use both cores of a small machine;
+# more would only hold more chunks in memory.
+IN_FLIGHT = 2
+
+
+def scanned_chunks(path: Path, scan: Callable[[pl.DataFrame], T]) -> Iterator[T]:
+    """`scan` of each of the file's line chunks, in order, IN_FLIGHT chunks at a time."""
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        pending: deque[Future[T]] = deque()
+        for frame in line_frames(path):
+            pending.append(pool.submit(scan, frame))
+            if len(pending) >= IN_FLIGHT:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def clean(text: pl.Expr) -> pl.Expr:

@@ -17,18 +17,23 @@ from tests.conftest import FIXTURES
 SAMPLE = str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
 
 
-def test_parsers_lists_the_builtin_parser() -> None:
+def test_parsers_lists_the_builtin_parsers() -> None:
     result = CliRunner().invoke(main, ["parsers"])
     assert result.exit_code == 0
     assert result.output == (
-        "megatron  Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs  [loganalyzer]\n"
+        "deepspeed   DeepSpeed engine stdout: step/ThroughputTimer/timer lines, config,"
+        " profiler  [loganalyzer]\n"
+        "hf_trainer  Hugging Face Trainer: output_dir trainer_state.json, and its stdout"
+        "  [loganalyzer]\n"
+        "megatron    Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs"
+        "  [loganalyzer]\n"
     )
 
 
 def test_parsers_json() -> None:
     result = CliRunner().invoke(main, ["parsers", "--json"])
     doc = json.loads(result.output)
-    assert [p["name"] for p in doc["parsers"]] == ["megatron"]
+    assert [p["name"] for p in doc["parsers"]] == ["deepspeed", "hf_trainer", "megatron"]
     assert doc["broken"] == {}
 
 
@@ -47,7 +52,8 @@ def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["summary", str(path)])
     assert result.exit_code == 3
     assert result.stderr == (
-        f"Error: {path}: no registered parser recognises this file (megatron=0.00); "
+        f"Error: {path}: no registered parser recognises this file "
+        "(deepspeed=0.00, hf_trainer=0.00, megatron=0.00); "
         "`loganalyzer parsers` lists the formats read (a parser plugin adds others)\n"
     )
 
@@ -61,7 +67,10 @@ def test_missing_file_exits_1_with_one_line() -> None:
 def test_unknown_format_exits_3() -> None:
     result = CliRunner().invoke(main, ["summary", "--format", "nope", SAMPLE])
     assert result.exit_code == 3
-    assert "unknown format 'nope'; registered parsers: megatron" in result.stderr
+    assert (
+        "unknown format 'nope'; registered parsers: deepspeed, hf_trainer, megatron"
+        in result.stderr
+    )
 
 
 def test_usage_error_exits_2() -> None:

@@ -16,14 +16,14 @@ from loganalyzer.load import load_run, load_runs
 from loganalyzer.registry import load_registry
 from tests.conftest import FIXTURES
 
-BIGSCIENCE_MEGATRON_FILES = 8  # the folder's Megatron logs; the two HF+DeepSpeed ones are ignored
+BIGSCIENCE_RUNS = 10  # the folder's 8 Megatron-family logs and 2 HF+DeepSpeed ones
 
 
 def test_bigscience_folder_is_refused_with_its_runs_listed(shared_logs: Path) -> None:
     folder = shared_logs / "bigscience"
     result = CliRunner().invoke(main, ["summary", "-q", str(folder), "--gpu", "v100-sxm2"])
     assert result.exit_code == 1
-    assert f"holds {BIGSCIENCE_MEGATRON_FILES} different runs" in result.stderr
+    assert f"holds {BIGSCIENCE_RUNS} different runs" in result.stderr
     assert "Pick one with --run N, or report each with --split-runs." in result.stderr
     assert (
         "meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out: layers 48, hidden 7168, 32 GPUs, "
@@ -42,7 +42,7 @@ def test_bigscience_folder_split_gives_one_correct_summary_per_run(shared_logs: 
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     docs = json.loads(result.stdout)
-    assert len(docs) == BIGSCIENCE_MEGATRON_FILES
+    assert len(docs) == BIGSCIENCE_RUNS
     for doc in docs:
         assert len(doc["sources"]) == 1  # every file is a run of its own (each counts from 1)
         assert doc["iterations"]["segments"] == 1

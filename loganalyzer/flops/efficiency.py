@@ -7,6 +7,7 @@ the peak's source, and where each fact came from (`facts`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,11 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
     recompute = given.get("recompute") or run.get("recompute")
+    lora = bool(given.get("lora")) or run.get("lora") is True
+    if lora:
+        shape = _adapter_facts(run, shape, origins, warnings)
+    if batch is None:
+        warnings.extend(_missing_shape(shape, run))
     return RunFacts(
         shape=shape,
         global_batch_size=batch,
@@ -99,7 +105,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         dtype=str(dtype) if dtype else None,
         recompute=str(recompute) if recompute else None,
         formula=str(given.get("formula", "megatron")),
-        lora=bool(given.get("lora")),
+        lora=lora,
         gpu=gpu,
         gpu_source=gpu_source,
         peak_override=given.get("peak_tflops"),
@@ -132,6 +138,49 @@ def overridden(run: Run, shape: ModelShape, given: dict[str, Any]) -> list[str]:
                 f"({logged.provenance})"
             )
     return found
+
+
+def _adapter_facts(
+    run: Run, shape: ModelShape, origins: dict[str, str], warnings: list[str]
+) -> ModelShape:
+    """A LoRA run's trainable parameters from the log (PEFT's `trainable params` line, the
+    Trainer's count), unless a flag gave them; without them the adapters count as nothing."""
+    if shape.trainable_params is not None:
+        return shape
+    found = run.get_int("trainable_params")
+    if found is None:
+        warnings.append(
+            "LoRA run: trainable (adapter) parameters unknown, counted as 0; pass"
+            " --trainable-params"
+        )
+        return shape
+    origins["trainable_params"] = str(run.config["trainable_params"].provenance)
+    return dataclasses.replace(shape, trainable_params=found)
+
+
+# What the default FLOPs formula needs of the model, and the flag that gives each.
+_SHAPE_FLAGS = {
+    "num_layers": "--num-layers",
+    "hidden_size": "--hidden-size",
+    "num_attention_heads": "--num-attention-heads",
+    "seq_length": "--seq-length",
+    "vocab_size": "--vocab-size",
+}
+
+
+def _missing_shape(shape: ModelShape, run: Run) -> list[str]:
+    """Which model facts the run lacks, and the flags that supply them (said here because
+    without a batch size the FLOPs engine stops before looking at the shape)."""
+    known = {**dataclasses.asdict(shape), "vocab_size": shape.vocab}
+    missing = [name for name in _SHAPE_FLAGS if known[name] is None]
+    if not missing:
+        return []
+    base = run.get("peft_base_model")
+    where = f" (the adapter's base model is {base})" if base else ""
+    return [
+        f"model shape unknown: {', '.join(missing)} not in the run; pass --model (a preset or"
+        f" a Hugging Face config.json{where}) or {' '.join(_SHAPE_FLAGS[m] for m in missing)}"
+    ]
 
 
 def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:
@@ -230,10 +279,11 @@ def measure(
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
         overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
+    table = _with_total_flos(run, facts.num_gpus)
     same_records = (
-        run.table
+        table
         if steady is None
-        else run.table.join(steady, on=["segment", "iteration"], how="semi", maintain_order="left")
+        else table.join(steady, on=["segment", "iteration"], how="semi", maintain_order="left")
     )
     reported = _median(same_records["reported_tflops_per_gpu"])
     shown = figures.tflops_per_gpu if figures else None
@@ -260,6 +310,21 @@ def measure(
         params=params,
         active_params=active,
         warnings=tuple(warnings),
+    )
+
+
+def _with_total_flos(run: Run, num_gpus: int | None) -> pl.DataFrame:
+    """The table, with what a run that reports only its total FLOPs (HF Trainer's
+    `total_flos`) claims per GPU at each record's pace: total / steps / (step time x GPUs)."""
+    total, steps = run.get("reported_total_flos"), run.get_int("global_step")
+    table = run.table
+    if not isinstance(total, (int, float)) or not steps or not num_gpus:
+        return table
+    if table["reported_tflops_per_gpu"].drop_nulls().len():
+        return table
+    per_step = float(total) / steps
+    return table.with_columns(
+        reported_tflops_per_gpu=per_step / (pl.col("step_time_s") * num_gpus * 1e12)
     )
 
 

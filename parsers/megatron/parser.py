@@ -38,7 +38,8 @@ class MegatronParser:
     description = "Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs"
 
     def detect(self, path: Path) -> float:
-        if not path.is_file():
+        # a JSON file (PEFT's adapter_config.json names "megatron.core") is never a stdout log
+        if not path.is_file() or path.suffix == ".json":
             return 0.0
         head = read_head(path)
         if not head or is_probably_binary(head):

@@ -1,0 +1,106 @@
+"""The run config from the engine's printout and a `ds_config*.json` beside the log."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from loganalyzer.model import ConfigValue, Provenance
+
+# Engine printout names → the run config's (Megatron-style) names.
+ENGINE_NAMES = {
+    "train_batch_size": "global_batch_size",
+    "train_micro_batch_size_per_gpu": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+    "zero_optimization_stage": "zero_stage",
+    "steps_per_print": "steps_per_print",
+    "wall_clock_breakdown": "wall_clock_breakdown",
+    "log_level": "deepspeed_log_level",
+    "world_size": "data_parallel_size",
+    "dist_world_size": "num_gpus",
+}
+
+
+def _typed(raw: str) -> object:
+    if raw in ("True", "False"):
+        return raw == "True"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _enabled(raw: str) -> bool | None:
+    """`enabled=True ...` (DeepSpeed >= 0.15 prints configs as pydantic reprs) or `True`."""
+    found = re.match(r"(?:enabled=)?(True|False)\b", raw)
+    return None if found is None else found.group(1) == "True"
+
+
+def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
+    """The first printout's values (a relaunch prints the same again), with file and line."""
+    config: dict[str, ConfigValue] = {}
+    precision: dict[str, tuple[bool, int]] = {}
+    for line, key, raw in rows.select("line", "key", "value").iter_rows():
+        where = Provenance("log", source, line)
+        if key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
+            config[ENGINE_NAMES[key]] = ConfigValue(_typed(raw), where)
+        elif key in ("fp16_enabled", "float16_config", "bfloat16_enabled", "bfloat16_config"):
+            enabled = _enabled(raw)
+            name = "fp16" if key.startswith(("fp16", "float16")) else "bf16"
+            if enabled is not None and name not in precision:
+                precision[name] = (enabled, line)
+    for name in ("bf16", "fp16"):
+        if precision.get(name, (False, 0))[0]:
+            config["dtype"] = ConfigValue(name, Provenance("log", source, precision[name][1]))
+            break
+    else:
+        if precision:
+            line = min(line for _, line in precision.values())
+            config["dtype"] = ConfigValue("fp32", Provenance("log", source, line))
+    return config
+
+
+def json_config(log: Path) -> tuple[dict[str, ConfigValue], list[str]]:
+    """Facts from a `ds_config*.json` in the log's folder (the newest-named first), and
+    warnings for one that cannot be read. HF's `"auto"` values are left to the trainer."""
+    warnings: list[str] = []
+    for path in sorted(log.parent.glob("ds_config*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            warnings.append(f"{path}: not read ({exc}); its DeepSpeed settings are not used")
+            continue
+        if isinstance(data, dict):
+            return _from_json(data, str(path)), warnings
+    return {}, warnings
+
+
+def _from_json(data: dict[str, Any], source: str) -> dict[str, ConfigValue]:
+    where = Provenance("config", source)
+    found: dict[str, object] = {
+        "global_batch_size": data.get("train_batch_size"),
+        "micro_batch_size": data.get("train_micro_batch_size_per_gpu"),
+        "gradient_accumulation_steps": data.get("gradient_accumulation_steps"),
+        "steps_per_print": data.get("steps_per_print"),
+        "wall_clock_breakdown": data.get("wall_clock_breakdown"),
+        "deepspeed_log_level": data.get("log_level"),
+    }
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict):
+        found["zero_stage"] = zero.get("stage")
+    for name in ("bf16", "fp16"):
+        section = data.get(name)
+        if isinstance(section, dict) and section.get("enabled") is True:
+            found["dtype"] = name
+            break
+    return {
+        key: ConfigValue(value, where)
+        for key, value in found.items()
+        if value is not None and value != "auto"
+    }

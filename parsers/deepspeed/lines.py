@@ -1,0 +1,199 @@
+"""The DeepSpeed lines worth reading, found in one chunk of a log at a time (polars, no row
+loops). Each function takes the chunk's candidate lines (line, rank, text, stamp) and returns
+one row per line it recognises; the file-level assembly ties them together."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from loganalyzer.textlog import NUMBER, clean, launcher_rank, numbers, strip_launcher
+
+# Literal markers of the lines read; every other line is skipped unparsed.
+CANDIDATES = (
+    "step=",
+    "SamplesPerSec",
+    "time (ms)",
+    "iter time (s)",
+    ":print]",
+    "dist_world_size=",
+    "Profile Summary at step",
+    " per GPU",
+    "latency:",
+    "samples/second:",
+    "world size:",
+)
+
+# The logger's prefix `[2026-11-22 00:19:05,827] [INFO] [logging.py:123:log_dist] `.
+LOGGER_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)\] \[[A-Z]+\] \[[^\]]*\]"
+
+STEP = r"\bstep=(\d+), skipped=(\d+), lr=\[([^\],]*)"
+THROUGHPUT = (
+    r"epoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=(\S+),"
+    r" CurrSamplesPerSec=(\S+), MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB"
+)
+PIPELINE = rf"steps: (\d+) loss: ({NUMBER}) iter time \(s\): ({NUMBER}) samples/sec: ({NUMBER})"
+ENGINE_CONFIG = r"\[config\.py:\d+:print\]\s+(\w+) \.*\s(.*?)\s*$"
+WORLD = r"\bdist_world_size=(\d+)"
+PROFILE_STEP = r"Profile Summary at step (\d+):"
+# `label:   value unit` rows of the profiler's summary, as printed (`{:<70}  {:<8}`).
+PROFILE_ROW = r"^(world size|data parallel size|model parallel size|batch size per GPU|params per GPU|fwd latency|bwd latency|step latency|iter latency|samples/second|FLOPS per GPU = 3 \* fwd flops per GPU / iter latency|fwd\+bwd FLOPS per GPU = 3 \* fwd flops per GPU / \(fwd\+bwd latency\)):\s+(.*?)\s*$"  # noqa: E501
+PROFILE_NAMES = {
+    "world size": "world_size",
+    "data parallel size": "data_parallel_size",
+    "model parallel size": "model_parallel_size",
+    "batch size per GPU": "batch_size_per_gpu",
+    "params per GPU": "params_per_gpu",
+    "fwd latency": "fwd_latency_s",
+    "bwd latency": "bwd_latency_s",
+    "step latency": "step_latency_s",
+    "iter latency": "iter_latency_s",
+    "samples/second": "samples_per_s",
+    "FLOPS per GPU = 3 * fwd flops per GPU / iter latency": "tflops_per_gpu",
+    "fwd+bwd FLOPS per GPU = 3 * fwd flops per GPU / (fwd+bwd latency)": "fwd_bwd_tflops_per_gpu",
+}
+# The profiler prints humanised values: `988.72 us`, `525.57 K`, `11.68 GFLOPS`.
+UNIT_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+TIME_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+def candidates(frame: pl.DataFrame) -> pl.DataFrame:
+    """The chunk's lines that may matter, launcher prefix and colours removed, with the
+    logger's timestamp (text) where the line has one."""
+    text = pl.col("text")
+    return (
+        frame.filter(text.str.contains_any(list(CANDIDATES)))
+        .with_columns(launcher_rank(text))
+        .with_columns(clean(strip_launcher(text)).alias("text"))
+        .with_columns(stamp=pl.col("text").str.extract(LOGGER_STAMP))
+    )
+
+
+def _matching(frame: pl.DataFrame, pattern: str, *literals: str) -> pl.DataFrame:
+    """The lines `pattern` matches (its groups in the struct `m`); when given, a cheap
+    literal test first keeps the regex off the (many) lines that cannot match."""
+    if literals:
+        frame = frame.filter(pl.col("text").str.contains_any(list(literals)))
+    return frame.with_columns(m=pl.col("text").str.extract_groups(pattern)).filter(
+        pl.col("m").struct.field("1").is_not_null()
+    )
+
+
+def step_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """`[Rank 0] step=N, skipped=K, lr=[...]`: the step number, skips and the first group's lr."""
+    m = pl.col("m").struct
+    return _matching(frame, STEP, "step=").select(
+        "line",
+        "rank",
+        "stamp",
+        iteration=m.field("1").cast(pl.Int64),
+        skipped_total=m.field("2").cast(pl.Int64),
+        lr=m.field("3").str.strip_chars().cast(pl.Float64, strict=False),
+    )
+
+
+def throughput_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The ThroughputTimer's report of one step (printed every `steps_per_print`)."""
+    m = pl.col("m").struct
+    return _matching(frame, THROUGHPUT, "SamplesPerSec").select(
+        "line",
+        "stamp",
+        timer_step=m.field("3").cast(pl.Int64),
+        micro_step=m.field("2").cast(pl.Int64),
+        epoch=m.field("1").cast(pl.Float64),
+        running_avg_samples_per_s=m.field("4").cast(pl.Float64, strict=False),
+        samples_per_s=m.field("5").cast(pl.Float64, strict=False),
+        mem_allocated_gb=m.field("6").cast(pl.Float64),
+        mem_max_allocated_gb=m.field("7").cast(pl.Float64),
+    )
+
+
+def pipeline_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The pipeline engine's `steps: N loss: X iter time (s): T samples/sec: S`."""
+    m = pl.col("m").struct
+    return _matching(frame, PIPELINE, "iter time (s)").select(
+        "line",
+        "rank",
+        "stamp",
+        iteration=m.field("1").cast(pl.Int64),
+        loss=m.field("2").cast(pl.Float64, strict=False),
+        step_time_s=m.field("3").cast(pl.Float64, strict=False),
+        samples_per_s=m.field("4").cast(pl.Float64, strict=False),
+    )
+
+
+def timer_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """`time (ms) | name: value | ...` → one row per timer (`timer/<name>`, in ms). `is_step`
+    marks the per-step report (it has `fwd:`), the others are micro-step or ZeRO timers.
+    These are most of a log's lines: literal splits, and a regex only for odd values."""
+    marker = "time (ms) |"
+    timers = frame.filter(pl.col("text").str.contains(marker, literal=True)).select(
+        "line",
+        "rank",
+        is_step=pl.col("text").str.contains("| fwd: ", literal=True),
+        field=pl.col("text").str.splitn(marker, 2).struct.field("field_1").str.split("|"),
+    )
+    pairs = (
+        timers.explode("field")
+        .with_columns(kv=pl.col("field").str.splitn(":", 2))
+        .select(
+            "line",
+            "rank",
+            "is_step",
+            name=pl.lit("timer/") + pl.col("kv").struct.field("field_0").str.strip_chars(),
+            printed=pl.col("kv").struct.field("field_1"),
+        )
+        .filter(pl.col("printed").is_not_null() & (pl.col("name") != "timer/"))
+    )
+    return (
+        numbers(pairs, "printed", "value")
+        .drop_nulls("value")
+        .with_columns(pl.col("name").cast(pl.Categorical))
+    )
+
+
+def engine_config(frame: pl.DataFrame) -> pl.DataFrame:
+    """`DeepSpeedEngine configuration:` rows (`  name ........ value`) and the launcher's
+    `dist_world_size=N`, as (line, key, value) text."""
+    dump = _matching(frame, ENGINE_CONFIG, ":print]").select(
+        "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
+    )
+    world = _matching(frame, WORLD, "dist_world_size=").select(
+        "line", key=pl.lit("dist_world_size"), value=pl.col("m").struct.field("1")
+    )
+    return pl.concat([dump, world])
+
+
+def engine_starts(frame: pl.DataFrame) -> pl.DataFrame:
+    """The lines where an engine starts (its `DeepSpeedEngine configuration:` printout)."""
+    return frame.filter(
+        pl.col("text").str.contains("DeepSpeedEngine configuration:", literal=True)
+    ).select("line")
+
+
+def profiler_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The flops profiler's summary: `Profile Summary at step N` rows (value = N, name
+    `profile_step`) and its figures, in base units (seconds, TFLOPS, counts)."""
+    steps = _matching(frame, PROFILE_STEP, "Profile Summary").select(
+        "line", name=pl.lit("profile_step"), value=pl.col("m").struct.field("1").cast(pl.Float64)
+    )
+    rows = _matching(frame, PROFILE_ROW, *PROFILE_NAMES).with_columns(
+        label=pl.col("m").struct.field("1"),
+        parts=pl.col("m").struct.field("2").str.extract_groups(rf"^({NUMBER})\s*([KMGTP]?)(\S*)"),
+    )
+    number = pl.col("parts").struct.field("1").cast(pl.Float64, strict=False)
+    prefix = pl.col("parts").struct.field("2")
+    unit = pl.col("parts").struct.field("3")
+    scale = prefix.replace_strict(UNIT_SCALE, default=1.0, return_dtype=pl.Float64)
+    value = (
+        pl.when(unit.is_in(list(TIME_SCALE)))
+        .then(number * unit.replace_strict(TIME_SCALE, default=1.0, return_dtype=pl.Float64))
+        .when(unit == "FLOPS")
+        .then(number * scale / 1e12)
+        .otherwise(number * scale)
+    )
+    figures = rows.select(
+        "line",
+        name=pl.col("label").replace_strict(PROFILE_NAMES, return_dtype=pl.String),
+        value=value,
+    )
+    return pl.concat([steps, figures.drop_nulls("value")])

@@ -1,0 +1,349 @@
+"""The plugin: detection, and the assembly of a log's DeepSpeed lines into one Run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.errors import InputError
+from loganalyzer.model import (
+    ConfigValue,
+    Provenance,
+    Run,
+    SourceInfo,
+    conform_metrics,
+    conform_table,
+)
+from loganalyzer.parsers.deepspeed import lines
+from loganalyzer.parsers.deepspeed.config import engine_config, json_config
+from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.textlog import scanned_chunks, to_timestamp
+
+DEEPSPEED_MARKERS = re.compile(
+    r"\[Rank \d+\] step=\d+, skipped=|RunningAvgSamplesPerSec=|DeepSpeedEngine configuration"
+    r"|time \(ms\) \| fwd(?:_microstep)?: |DeepSpeed Flops Profiler|iter time \(s\): "
+)
+# Megatron's own structure: such a log (Megatron-DeepSpeed) is the Megatron parser's.
+MEGATRON_MARKERS = re.compile(
+    r"iteration\s*=?\s*\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+", re.M
+)
+# HF Trainer prints these; a Trainer run with DeepSpeed is the HF Trainer parser's.
+HF_MARKERS = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime)': ")
+
+# What a run at DeepSpeed's default log level (WARNING since 0.17.6) does not print.
+QUIET_LOG = (
+    "no DeepSpeedEngine configuration, step= or ThroughputTimer lines: DeepSpeed >= 0.17.6"
+    ' logs at WARNING by default; "log_level": "info" in the DeepSpeed config prints them'
+    " (batch size, precision, ZeRO stage, step numbers, samples/s)"
+)
+
+
+class DeepSpeedParser:
+    """DeepSpeed engine stdout logs (the plugin API is in loganalyzer.plugin)."""
+
+    name = "deepspeed"
+    description = "DeepSpeed engine stdout: step/ThroughputTimer/timer lines, config, profiler"
+
+    def detect(self, path: Path) -> float:
+        if not path.is_file():
+            return 0.0
+        head = read_head(path)
+        if not head or is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
+            return 0.0
+        if MEGATRON_MARKERS.search(head) or HF_MARKERS.search(head):
+            return 0.2
+        return 0.8
+
+    def parse(self, path: Path) -> Run:
+        source = str(path)
+        found: dict[str, list[pl.DataFrame]] = {k: [] for k in _EXTRACTORS}
+        for chunk in scanned_chunks(path, _scan):
+            for key, part in chunk.items():
+                found[key].append(part)
+        parts = {key: pl.concat(frames) for key, frames in found.items()}
+        config = engine_config(parts["config"], source)
+        from_json, warnings = json_config(path)
+        for key, value in from_json.items():
+            config.setdefault(key, value)
+        config["framework"] = ConfigValue("deepspeed", Provenance("log", source))
+        if parts["config"].filter(pl.col("key") != "dist_world_size").height == 0:
+            warnings.append(f"{source}: {QUIET_LOG}")
+        batch = config.get("global_batch_size")
+        table, note = _records(parts, batch.value if batch else None, source)
+        if note:
+            warnings.append(f"{source}: {note}")
+        metrics = _metrics(parts, table, source)
+        table = _with_reported(table, metrics)
+        if table.height == 0 and metrics.height == 0 and len(config) == 1:
+            raise InputError(f"{source}: no DeepSpeed step, timer or config lines found")
+        if table.height == 0:
+            warnings.append(f"{source}: no training steps logged (the run may have died early)")
+        if table["timestamp"].drop_nulls().len():
+            warnings.append(
+                f"{source}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
+            )
+        return Run(
+            framework="deepspeed",
+            config=config,
+            table=table,
+            metrics=metrics,
+            sources=[SourceInfo(source, self.name, table.height)],
+            warnings=warnings,
+        )
+
+
+_EXTRACTORS = {
+    "steps": lines.step_lines,
+    "throughput": lines.throughput_lines,
+    "pipeline": lines.pipeline_lines,
+    "timers": lines.timer_lines,
+    "config": lines.engine_config,
+    "profiler": lines.profiler_rows,
+    "starts": lines.engine_starts,
+}
+
+
+def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Every kind of line one chunk holds."""
+    candidates = lines.candidates(frame)
+    return {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
+
+
+def _records(
+    parts: dict[str, pl.DataFrame], batch: object, source: str
+) -> tuple[pl.DataFrame, str | None]:
+    """The per-iteration table from the best lines the log has, and a note on what the step
+    times rest on: step lines with their ThroughputTimer report, else the pipeline engine's
+    lines, else the per-step timers."""
+    starts = parts["starts"]
+    steps = _launches(parts["steps"].filter(pl.col("iteration") > 0), starts)
+    pipeline = _launches(parts["pipeline"], starts)
+    note = None
+    if steps.height:
+        throughput = parts["throughput"].join_asof(
+            steps.select("line", step_line="line"), on="line", strategy="backward"
+        )
+        throughput = throughput.unique("step_line", keep="first", maintain_order=True)
+        records = steps.join(
+            throughput.drop("line", "stamp", "timer_step"),
+            left_on="line",
+            right_on="step_line",
+            how="left",
+        )
+        if pipeline.height:
+            records = records.drop("samples_per_s").join(
+                pipeline.select("launch", "iteration", "loss", "step_time_s", "samples_per_s"),
+                on=["launch", "iteration"],
+                how="left",
+                maintain_order="left",
+            )
+        elif isinstance(batch, int) and batch > 0:
+            records = records.with_columns(step_time_s=batch / pl.col("samples_per_s"))
+        else:
+            note = (
+                "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither"
+                ' the engine printout nor a ds_config*.json beside the log gives ("log_level":'
+                ' "info" prints it)'
+            )
+        records = records.with_columns(
+            skipped_iterations=pl.col("skipped_total")
+            .diff()
+            .over("launch")
+            .fill_null(0)
+            .clip(lower_bound=0)
+        )
+    elif pipeline.height:
+        records = pipeline
+    else:
+        records = _timer_records(parts["timers"])
+        if records.height:
+            note = (
+                "step numbers and times come from the per-step wall_clock_breakdown timers"
+                " (step time = fwd + bwd + step; data loading and the rest of the loop are not"
+                " included; steps counted from 1 as the log has no step lines)"
+            )
+    return _table(records, source), note
+
+
+def _launches(lines: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
+    """Step lines once each, numbered by launch: each engine start (its configuration
+    printout) begins one, and so does the counter going back without one. The copies that
+    several ranks or nodes print of a line come together and are dropped."""
+    numbered = lines.sort("line").join_asof(
+        starts.with_row_index("engine").select("line", pl.col("engine").cast(pl.Int64)),
+        on="line",
+        strategy="backward",
+    )
+    numbered = numbered.with_columns(pl.col("engine").fill_null(-1))
+    copy = (pl.col("iteration") == pl.col("iteration").shift(1)) & (
+        pl.col("engine") == pl.col("engine").shift(1)
+    )
+    numbered = numbered.filter(~copy.fill_null(False))
+    new = (pl.col("engine") != pl.col("engine").shift(1)) | (
+        pl.col("iteration") <= pl.col("iteration").shift(1)
+    )
+    return numbered.with_columns(launch=new.fill_null(False).cum_sum()).drop("engine")
+
+
+def _timer_records(timers: pl.DataFrame) -> pl.DataFrame:
+    """One record per per-step timer report: its ordinal as the step, fwd+bwd+step as time."""
+    per_step = timers.filter(pl.col("is_step"))
+    if per_step.height == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "iteration": pl.Int64})
+    wide = per_step.pivot(on="name", index="line", values="value", aggregate_function="first")
+    parts = [c for c in ("timer/fwd", "timer/bwd", "timer/step") if c in wide.columns]
+    return wide.sort("line").select(
+        "line",
+        iteration=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
+        step_time_s=pl.sum_horizontal(parts) / 1000.0,
+    )
+
+
+def _table(records: pl.DataFrame, source: str) -> pl.DataFrame:
+    """Segments (a step counter that does not increase), intervals, the contract's schema."""
+    if records.height == 0:
+        return conform_table(pl.DataFrame())
+    records = records.sort("line")
+    new_segment = pl.col("iteration") <= pl.col("iteration").shift(1)
+    if "launch" in records.columns:
+        new_segment = new_segment | (pl.col("launch") != pl.col("launch").shift(1))
+    records = records.with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
+    step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
+    typical = step.drop_nulls().mode().min().over("segment")
+    interval = pl.coalesce(step, pl.min_horizontal(typical, pl.col("iteration")), pl.lit(1))
+    columns = {
+        "timestamp": to_timestamp(pl.col("stamp")) if "stamp" in records.columns else None,
+        "interval": interval.clip(lower_bound=1).cast(pl.Int64),
+        "source": pl.lit(source),
+    }
+    records = records.with_columns(**{k: v for k, v in columns.items() if v is not None})
+    keep = [c for c in records.columns if c in _TABLE_COLUMNS]
+    return conform_table(records.select(keep))
+
+
+_TABLE_COLUMNS = {
+    "iteration",
+    "interval",
+    "step_time_s",
+    "timestamp",
+    "loss",
+    "lr",
+    "samples_per_s",
+    "skipped_iterations",
+    "mem_allocated_gb",
+    "mem_max_allocated_gb",
+    "segment",
+    "rank",
+    "line",
+    "source",
+}
+
+
+def _metrics(parts: dict[str, pl.DataFrame], table: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The long table: every timer tied to its step, the ThroughputTimer's running average,
+    and the flops profiler's figures at their profiled step."""
+    timers = _placed_timers(parts["timers"], parts["steps"])
+    profiler = parts["profiler"]
+    anchors = profiler.filter(pl.col("name") == "profile_step").select(
+        "line", iteration=pl.col("value").cast(pl.Int64)
+    )
+    figures = (
+        profiler.filter(pl.col("name") != "profile_step")
+        .join_asof(anchors, on="line", strategy="backward")
+        .select(
+            "line",
+            "iteration",
+            name=(pl.lit("flops_profiler/") + pl.col("name")).cast(pl.Categorical),
+            value="value",
+            rank=pl.lit(None, dtype=pl.Int32),
+        )
+    )
+    running = (
+        parts["throughput"]
+        .join_asof(table.select("line", "iteration").sort("line"), on="line", strategy="backward")
+        .select(
+            "line",
+            "iteration",
+            name=pl.lit("deepspeed/running_avg_samples_per_s", dtype=pl.Categorical),
+            value="running_avg_samples_per_s",
+            rank=pl.lit(None, dtype=pl.Int32),
+        )
+        .drop_nulls("value")
+    )
+    long = pl.concat([timers, figures, running]).sort("line", maintain_order=True)
+    return conform_metrics(
+        long.with_columns(pl.col("name").cast(pl.Categorical), source=pl.lit(source))
+    )
+
+
+def _with_reported(table: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
+    """The flops profiler's TFLOPS per GPU (`3 * fwd flops / iter latency`; older versions
+    print only the fwd+bwd figure) as what DeepSpeed reported, on the profiled step's record."""
+    names = ["flops_profiler/tflops_per_gpu", "flops_profiler/fwd_bwd_tflops_per_gpu"]
+    reported = (
+        metrics.filter(pl.col("name").cast(pl.String).is_in(names))
+        .sort(pl.col("name").cast(pl.String).replace_strict(names, [0, 1]), maintain_order=True)
+        .unique("iteration", keep="first")
+        .select("iteration", printed="value")
+    )
+    if reported.height == 0:
+        return table
+    return (
+        table.join(reported, on="iteration", how="left", maintain_order="left")
+        .with_columns(reported_tflops_per_gpu=pl.col("printed"))
+        .select(table.columns)
+    )
+
+
+def _placed_timers(timers: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Timer rows with their step. The per-step report (`fwd:`) printed right after a
+    `step=N` line is step N's (`step=0`, printed at start-up, is followed by step 1's); the
+    reports before the first step line count back from it, or from 1 without step lines.
+    Micro-step and ZeRO timers belong to the next per-step report."""
+    schema = {
+        "line": pl.Int64,
+        "iteration": pl.Int64,
+        "name": pl.Categorical,
+        "value": pl.Float64,
+    }
+    if timers.height == 0:
+        return pl.DataFrame(schema={**schema, "rank": pl.Int32})
+    reports = (
+        timers.filter(pl.col("is_step"))
+        .unique("line", maintain_order=True)
+        .select("line", count=pl.int_range(1, pl.len() + 1, dtype=pl.Int64))
+    )
+    if steps.height:
+        anchors = (
+            steps.select("line", "iteration")
+            .join_asof(reports, on="line", strategy="backward")
+            .select(
+                "line",
+                next_step=pl.max_horizontal("iteration", pl.lit(1)),
+                before=pl.col("count").fill_null(0),
+            )
+        )
+        back = reports.join_asof(anchors, on="line", strategy="backward")
+        ahead = reports.join_asof(anchors, on="line", strategy="forward")
+        reports = reports.with_columns(
+            iteration=pl.coalesce(
+                back["next_step"] + back["count"] - back["before"] - 1,
+                ahead["next_step"] - (ahead["before"] - ahead["count"]) - 1,
+            )
+        )
+    else:
+        reports = reports.with_columns(iteration=pl.col("count"))
+    reports = reports.select(report_line="line", iteration="iteration")
+    forward = timers.join_asof(reports, left_on="line", right_on="report_line", strategy="forward")
+    backward = timers.join_asof(
+        reports, left_on="line", right_on="report_line", strategy="backward"
+    )
+    return timers.select(
+        "line",
+        iteration=pl.coalesce(forward["iteration"], backward["iteration"]),
+        name="name",
+        value="value",
+        rank="rank",
+    )

@@ -1,0 +1,209 @@
+"""An HF Trainer output_dir: `trainer_state.json` (top level and `checkpoint-*/` copies), the
+model's `config.json`, `all_results.json`/`train_results.json` and a PEFT `adapter_config.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from loganalyzer.errors import InputError
+from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from_preset
+from loganalyzer.model import ConfigValue, Provenance
+from loganalyzer.parsers.hf_trainer.entries import ENTRY_SCHEMA
+
+STATE = "trainer_state.json"
+CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
+
+# Shape fields a Megatron-named run config carries (what the FLOPs engine reads back).
+SHAPE_FACTS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "ffn_hidden_size",
+    "padded_vocab_size",
+    "vocab_size",
+    "swiglu",
+    "num_experts",
+    "moe_router_topk",
+    "moe_ffn_hidden_size",
+    "max_position_embeddings",
+    "add_bias_linear",
+    "add_qkv_bias",
+    "normalization",
+    "position_embedding_type",
+    "untie_embeddings_and_output_weights",
+)
+
+
+def run_root(state: Path) -> Path:
+    """The output_dir a trainer_state.json belongs to (a checkpoint's parent)."""
+    return state.parent.parent if CHECKPOINT.search(state.parent.name) else state.parent
+
+
+def state_copies(root: Path) -> list[Path]:
+    """Every trainer_state.json of an output_dir, newest first: the top-level one (written
+    after training), then the checkpoints from the highest step down."""
+    checkpoints = sorted(
+        (p for p in root.glob(f"checkpoint-*/{STATE}") if CHECKPOINT.search(p.parent.name)),
+        key=lambda p: -int(CHECKPOINT.search(p.parent.name).group(1)),  # type: ignore[union-attr]
+    )
+    top = root / STATE
+    return ([top] if top.is_file() else []) + checkpoints
+
+
+def is_newest_copy(path: Path) -> bool:
+    """True for the copy that stands for the whole output_dir (the others only fill gaps)."""
+    copies = state_copies(run_root(path))
+    return bool(copies) and copies[0].resolve() == path.resolve()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """A JSON object; `#` comment lines (a copy annotated with where it came from) skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if text.startswith("#"):
+            text = "".join(line for line in text.splitlines(True) if not line.startswith("#"))
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot be read ({exc})") from exc
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}); is the file whole?") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a JSON object")
+    return data
+
+
+def log_entries(path: Path) -> tuple[pl.DataFrame, dict[str, Any], list[str]]:
+    """The output_dir's log entries as a long frame, the newest state's top-level fields,
+    and notes. An entry (a step and its keys) the newest copy lacks is taken from an older
+    one; `line` is null (JSON has no lines that mean anything here)."""
+    copies = state_copies(run_root(path)) if path.name == STATE else [path]
+    seen: set[tuple[int, tuple[str, ...]]] = set()
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    newest: dict[str, Any] = {}
+    for position, copy in enumerate(copies):
+        state = _load(copy)
+        if position == 0:
+            newest = state
+        history = state.get("log_history")
+        if not isinstance(history, list):
+            notes.append(f"{copy}: no log_history list; not used")
+            continue
+        added = 0
+        for item in history:
+            if not isinstance(item, dict) or not isinstance(item.get("step"), int):
+                continue
+            identity = (item["step"], tuple(sorted(k for k in item if k != "step")))
+            if identity in seen:
+                continue
+            seen.add(identity)
+            added += 1
+            entry = len(rows)
+            rows.extend(
+                {"entry": entry, "step": item["step"], "line": None, "key": k, "value": float(v)}
+                for k, v in item.items()
+                if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+            )
+        if position > 0 and added:
+            notes.append(f"{copy}: {added} log entries the newer state lacks were taken from it")
+    frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA).with_columns(
+        # entries in step order, whichever copy they came from
+        entry=pl.struct("step", "entry").rank("dense").cast(pl.Int64)
+    )
+    return frame, newest, notes
+
+
+def state_config(state: dict[str, Any], source: str) -> dict[str, ConfigValue]:
+    """trainer_state.json's own facts: per-device batch, logging interval, steps, total_flos."""
+    where = Provenance("config", source)
+    names = {
+        "train_batch_size": "micro_batch_size",
+        "logging_steps": "log_interval",
+        "max_steps": "train_iters",
+        "global_step": "global_step",
+        "total_flos": "reported_total_flos",
+    }
+    return {
+        ours: ConfigValue(state[theirs], where)
+        for theirs, ours in names.items()
+        if isinstance(state.get(theirs), (int, float)) and state.get(theirs)
+    }
+
+
+def results(root: Path) -> tuple[dict[str, float], str | None]:
+    """`all_results.json` (else `train_results.json`): the final train metrics."""
+    for name in ("all_results.json", "train_results.json"):
+        path = root / name
+        if path.is_file():
+            data = _load(path)
+            numbers = {
+                k: float(v)
+                for k, v in data.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
+            return numbers, str(path)
+    return {}, None
+
+
+def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
+    """The model's shape from `config.json` at the top, else in the newest checkpoint, named
+    as the run config names it (Megatron's argument names), with the file as provenance.
+    A PEFT output_dir has no config.json: its adapter's base model gives the shape when its
+    name (the part after the hub owner) is exactly one of the presets."""
+    candidates = [root / "config.json"] + [c.parent / "config.json" for c in state_copies(root)]
+    for path in candidates:
+        if not path.is_file():
+            continue
+        try:
+            shape = shape_from_hf_config(_load(path))
+        except (ValueError, KeyError, TypeError) as exc:
+            return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
+        return _shape_facts(shape, Provenance("config", str(path))), []
+    base = adapter_config(root).get("peft_base_model")
+    if base is not None and isinstance(base.value, str):
+        name = base.value.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            shape = shape_from_preset(name)
+        except ValueError:
+            return {}, []
+        where = Provenance("preset", f"{name.lower()} (the adapter's base model {base.value})")
+        return _shape_facts(shape, where), []
+    return {}, []
+
+
+def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+    values = dataclasses.asdict(shape)
+    found = {
+        key: ConfigValue(values[key], where) for key in SHAPE_FACTS if values.get(key) is not None
+    }
+    if shape.num_query_groups is not None:
+        found["group_query_attention"] = ConfigValue(True, where)
+    return found
+
+
+def adapter_config(root: Path) -> dict[str, ConfigValue]:
+    """A PEFT LoRA adapter's facts: the base weights are frozen."""
+    path = root / "adapter_config.json"
+    if not path.is_file():
+        return {}
+    data = _load(path)
+    where = Provenance("config", str(path))
+    found: dict[str, object] = {"lora": str(data.get("peft_type", "LORA")).upper() == "LORA"}
+    for theirs, ours in (
+        ("r", "lora_rank"),
+        ("lora_alpha", "lora_alpha"),
+        ("target_modules", "lora_target_modules"),
+        ("base_model_name_or_path", "peft_base_model"),
+    ):
+        value = data.get(theirs)
+        if value is not None:
+            found[ours] = sorted(value) if isinstance(value, list) else value
+    return {k: ConfigValue(v, where) for k, v in found.items()}

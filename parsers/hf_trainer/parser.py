@@ -1,0 +1,268 @@
+"""The plugin: detection, and one Run from an output_dir's trainer_state.json or from stdout."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from loganalyzer.errors import InputError
+from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.parsers.hf_trainer import output_dir, stdout
+from loganalyzer.parsers.hf_trainer.entries import (
+    STEP_TIME_SOURCES,
+    iteration_table,
+    other_metrics,
+    step_times,
+    train_entries,
+)
+from loganalyzer.parsers.hf_trainer.facts import add_derived
+from loganalyzer.sources import is_probably_binary, read_head
+
+# A dict or the training block at the start of a line (after a launcher or logger prefix),
+# not quoted inside other text.
+STDOUT_MARKERS = re.compile(
+    r"(?:^|^[\w.-]+: |\]:|\] |>> )"
+    r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
+    re.M,
+)
+# A trainer_state.json saved under another name (a copy, an excerpt).
+STATE_MARKER = re.compile(r'^\s*"log_history": \[', re.M)
+FRAMEWORK = "hf-trainer"
+
+
+class HfTrainerParser:
+    """Hugging Face Trainer runs (the plugin API is in loganalyzer.plugin)."""
+
+    name = "hf_trainer"
+    description = "Hugging Face Trainer: output_dir trainer_state.json, and its stdout"
+
+    def detect(self, path: Path) -> float:
+        if not path.is_file():
+            return 0.0
+        if path.name == output_dir.STATE:
+            # Older checkpoint copies only fill what the newest lacks: one Run per output_dir.
+            return 0.95 if output_dir.is_newest_copy(path) else 0.0
+        head = read_head(path)
+        if not head or is_probably_binary(head):
+            return 0.0
+        if STATE_MARKER.search(head):
+            return 0.9
+        return 0.9 if STDOUT_MARKERS.search(head) else 0.0
+
+    def parse(self, path: Path) -> Run:
+        if path.name == output_dir.STATE or STATE_MARKER.search(read_head(path, 65536)):
+            return _from_output_dir(path)
+        return _from_stdout(path)
+
+
+def _from_output_dir(path: Path) -> Run:
+    source = str(path)
+    root = output_dir.run_root(path)
+    long, state, warnings = output_dir.log_entries(path)
+    config = output_dir.state_config(state, source)
+    shape, notes = output_dir.model_config(root)
+    warnings.extend(notes)
+    config.update(shape)
+    config.update(output_dir.adapter_config(root))
+    final, final_source = output_dir.results(root)
+    train = train_entries(long)
+    runtime = final.get("train_runtime")
+    steps = state.get("global_step") if isinstance(state.get("global_step"), int) else None
+    times, used = step_times(train, runtime, steps)
+    if final_source is not None:
+        for key, value in final.items():
+            config.setdefault(
+                f"final_{key}", ConfigValue(value, Provenance("config", final_source))
+            )
+    _tokens_per_step(train, config, source)
+    _batch_from_rates(config, state, final, final_source)
+    add_derived(config, source)
+    return _finish(config, train, long, times, used, source, warnings)
+
+
+def _from_stdout(path: Path) -> Run:
+    source = str(path)
+    found = stdout.scan(path)
+    config: dict[str, ConfigValue] = {}
+    for line, key, value in found["facts"].iter_rows():
+        config.setdefault(key, ConfigValue(value, Provenance("log", source, line)))
+    if "peft_trainable_params" in config:
+        where = config["peft_trainable_params"].provenance
+        config.setdefault("lora", ConfigValue(True, where))
+        config["trainable_params"] = config["peft_trainable_params"]
+    first, _, _ = stdout.numbered_entries(found["dicts"], found["starts"], found["resumes"], None)
+    final = _final_metrics(first)
+    steps = _total(config) or _steps_from_rate(final)
+    long, warnings, numbered = stdout.numbered_entries(
+        found["dicts"], found["starts"], found["resumes"], steps
+    )
+    train = train_entries(long)
+    times, used = step_times(train, final.get("train_runtime"), steps, printed=True)
+    if used != "train_runtime_printed" and train.height:
+        bar_times = _bar_times(found["bars"], train)
+        if bar_times is not None:
+            times, used = bar_times, "tqdm"
+    if train.height == 0 and found["bars"].height:
+        train, times, used = _bar_records(found["bars"])
+    elif train.height == 0 and steps and final.get("train_runtime"):
+        # Only the final metrics: one record for the whole run at its average pace.
+        train = pl.DataFrame({"entry": [-1], "step": [steps], "line": [None]}).cast(
+            {"line": pl.Int64}
+        )
+        times, used = pl.Series("step_time_s", [final["train_runtime"] / steps]), "average"
+    if not found["dicts"].height and not found["bars"].height and not config:
+        raise InputError(f"{path}: no Trainer log dicts, progress bars or training block found")
+    flos = long.filter(pl.col("key") == "total_flos")
+    if flos.height and steps:
+        where = Provenance("log", source, flos["line"][0])
+        config.setdefault("reported_total_flos", ConfigValue(flos["value"][0], where))
+        config.setdefault("global_step", ConfigValue(steps, where))
+    if numbered:
+        _tokens_per_step(train, config, source)
+    add_derived(config, source)
+    return _finish(config, train, long, times, used, source, warnings)
+
+
+def _batch_from_rates(
+    config: dict[str, ConfigValue],
+    state: dict[str, Any],
+    final: dict[str, float],
+    final_source: str | None,
+) -> None:
+    """The global batch of a run bounded by max_steps: the Trainer then counts max_steps x
+    batch samples, so batch = train_samples_per_second x train_runtime / max_steps. A run
+    bounded by epochs (it ends on a whole epoch) counts the dataset instead: nothing said.
+    The figure must be a whole number within the printed values' rounding."""
+    samples, runtime = final.get("train_samples_per_second"), final.get("train_runtime")
+    steps, epoch, epochs = state.get("max_steps"), state.get("epoch"), state.get("num_train_epochs")
+    if "global_batch_size" in config or not samples or not runtime or not isinstance(steps, int):
+        return
+    if not isinstance(epoch, (int, float)) or not isinstance(epochs, (int, float)):
+        return
+    if steps <= 0 or epoch >= epochs:
+        return
+    batch = samples * runtime / steps
+    rounding = (0.0005 / samples + 0.00005 / runtime) * batch * 2
+    if abs(batch - round(batch)) <= rounding and round(batch) >= 1:
+        config["global_batch_size"] = ConfigValue(
+            round(batch),
+            Provenance(
+                "derived",
+                f"train_samples_per_second x train_runtime / max_steps ({final_source})",
+            ),
+        )
+
+
+def _total(config: dict[str, ConfigValue]) -> int | None:
+    """The run's optimisation steps: the training block's total, else TrainOutput's."""
+    for key in ("train_iters", "global_step"):
+        found = config.get(key)
+        if found is not None and isinstance(found.value, int):
+            return found.value
+    return None
+
+
+def _steps_from_rate(final: dict[str, float]) -> int | None:
+    """The steps of a run whose final metrics alone survive: the one whole number whose rate
+    over train_runtime rounds (to 3 decimals, as printed) to train_steps_per_second."""
+    runtime, rate = final.get("train_runtime"), final.get("train_steps_per_second")
+    if not runtime or not rate:
+        return None
+    low, high = math.ceil((rate - 0.0005) * runtime), math.floor((rate + 0.0005) * runtime)
+    fits = [n for n in range(max(low, 1), high + 1) if round(n / runtime, 3) == rate]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _final_metrics(long: pl.DataFrame) -> dict[str, float]:
+    """The first final-metrics entry (`train_runtime` without a `loss`); every rank may
+    print its own copy."""
+    finals = long.filter(pl.col("key") == "train_runtime")
+    train = long.filter(pl.col("key") == "loss")["entry"]
+    finals = finals.filter(~pl.col("entry").is_in(train.implode()))
+    if finals.height == 0:
+        return {}
+    entry = long.filter(pl.col("entry") == finals["entry"][0])
+    return dict(zip(entry["key"].to_list(), entry["value"].to_list(), strict=True))
+
+
+def _main_bars(bars: pl.DataFrame) -> pl.DataFrame:
+    """The training bar's updates (the evaluation bars have another total), once each."""
+    if bars.height == 0:
+        return bars
+    total = bars["total"].max()
+    return bars.filter(pl.col("total") == total).unique("n", keep="first", maintain_order=True)
+
+
+def _bar_times(bars: pl.DataFrame, train: pl.DataFrame) -> pl.Series | None:
+    """Seconds per step between the bar updates printed just before consecutive logs."""
+    main = _main_bars(bars)
+    if main.height == 0:
+        return None
+    at = train.select("line", "step").join_asof(
+        main.select("line", "n", "elapsed_s").sort("line"), on="line", strategy="backward"
+    )
+    gap = pl.col("n") - pl.col("n").shift(1)
+    seconds = (pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap
+    times = at.select(
+        pl.when(gap > 0).then(seconds).otherwise(pl.col("elapsed_s") / pl.col("n")).alias("t")
+    ).to_series()
+    return None if times.null_count() == times.len() else times.alias("step_time_s")
+
+
+def _bar_records(bars: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, str]:
+    """Without logged dicts, one record per training-bar update."""
+    main = _main_bars(bars).filter(pl.col("n") > 0).sort("line", "piece")
+    gap = pl.col("n") - pl.col("n").shift(1)
+    seconds = ((pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap).fill_null(
+        pl.col("elapsed_s") / pl.col("n")
+    )
+    train = main.select("line", step="n", entry=pl.int_range(pl.len(), dtype=pl.Int64))
+    return train, main.select(seconds.alias("step_time_s")).to_series(), "tqdm"
+
+
+def _tokens_per_step(train: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> None:
+    """Tokens per optimizer step from the cumulative `num_input_tokens_seen` (constant over
+    the run, or nothing is said)."""
+    if "num_input_tokens_seen" not in train.columns or train.height < 2:
+        return
+    per_step = train.select(
+        (pl.col("num_input_tokens_seen").diff() / pl.col("step").diff()).alias("t")
+    )["t"].drop_nulls()
+    if per_step.len() and per_step.min() == per_step.max():
+        value = per_step[0]
+        config["tokens_per_step"] = ConfigValue(
+            int(value), Provenance("derived", f"num_input_tokens_seen in {source}")
+        )
+
+
+def _finish(
+    config: dict[str, ConfigValue],
+    train: pl.DataFrame,
+    long: pl.DataFrame,
+    times: pl.Series | None,
+    used: str | None,
+    source: str,
+    warnings: list[str],
+) -> Run:
+    config["framework"] = ConfigValue(FRAMEWORK, Provenance("log", source))
+    if used is not None:
+        config["step_time_source"] = ConfigValue(used, Provenance("derived", source))
+        warnings.append(f"{source}: step times from {STEP_TIME_SOURCES[used]}")
+    elif train.height:
+        warnings.append(
+            f"{source}: step times unknown: no train_runtime in the logged entries, no"
+            " progress bar and no final metrics"
+        )
+    table = iteration_table(train, times, source)
+    return Run(
+        framework=FRAMEWORK,
+        config=config,
+        table=table,
+        metrics=other_metrics(long, train, source),
+        sources=[SourceInfo(source, HfTrainerParser.name, table.height)],
+        warnings=warnings,
+    )
