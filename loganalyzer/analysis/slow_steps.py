@@ -11,6 +11,7 @@ a spike there, so nothing is counted twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -81,7 +82,7 @@ class SlowSteps:
 
 
 def find_slow_steps(
-    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float
+    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float, known_periods: Sequence[int] = ()
 ) -> tuple[SlowSteps, pl.DataFrame]:
     """The slow steps of `recs` (timed records, warm-up excluded), and `recs` labelled with
     `level`, `event` (sustained event id or null) and `slow`."""
@@ -94,7 +95,7 @@ def find_slow_steps(
     excess = framed.select(pl.col("step") / pl.col("level") - 1).to_series()
     threshold = max(slow_factor - 1.0, noise_floor(excess))
     labelled = framed.with_columns(slow=excess > threshold)
-    rows = _steps(labelled.filter("slow"), metrics)
+    rows = _steps(labelled.filter("slow"), metrics, known_periods)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
     result = SlowSteps(
@@ -109,8 +110,8 @@ def find_slow_steps(
     return result, labelled
 
 
-def _steps(slow: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
-    slow = slow.with_columns(find_periods(slow))
+def _steps(slow: pl.DataFrame, metrics: pl.DataFrame, known_periods: Sequence[int]) -> pl.DataFrame:
+    slow = slow.with_columns(find_periods(slow, known_periods))
     phases = phase_growth(metrics, slow["iteration"])
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
         "iteration",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loganalyzer.render.numbers import number, percent
+from loganalyzer.render.why import render_why
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -129,6 +130,8 @@ def render_summary(doc: dict[str, Any]) -> str:
             f"{restart['lost_iterations']} iterations redone, "
             f"{number(restart['lost_s'], '.4g', ' s')} lost"
         )
+
+    lines += render_why(doc)
 
     if doc.get("verdicts"):
         lines.append("")
