@@ -35,6 +35,8 @@ STARTUP_TIMERS = (
     "timer/train/valid/test-data-iterators-setup",
     "timer/load-checkpoint",
 )
+# Below this, a difference between sums of step times is floating-point rounding.
+ROUNDING_S = 1e-6
 # Budget lines in display order; a cause kind maps to one of them.
 PRODUCTIVE = "productive steady steps"
 UNLOGGED = "iterations not in the log"
@@ -104,6 +106,8 @@ def budget(
     clock_s, unlogged_s, how = segments_clock(table)
     seconds[UNLOGGED] = unlogged_s
     untimed = clock_s - time.logged_s - unlogged_s - time.stalls_s
+    if abs(untimed) < ROUNDING_S:
+        untimed = 0.0
     # The clock is the truth: step timers that sum to more than it overstate the work.
     seconds["untimed gaps" if untimed > 0 else PRODUCTIVE] += untimed
     wall = seconds["start-up"] + clock_s + time.restart_gaps_s
