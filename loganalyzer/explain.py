@@ -101,7 +101,8 @@ def _inputs(
     mfu, source = efficiency.mfu, "recomputed FLOPs at the steady pace"
     reported = efficiency.reported_tflops_per_gpu
     if mfu is None and reported is not None and peak:
-        mfu, source = reported / peak, "the framework's printed TFLOPS/GPU over the peak"
+        mfu = reported / peak
+        source = "the framework's printed TFLOPS/GPU over the peak, with its own FLOP count"
     goodput_mfu = None
     flops = efficiency.flops
     if flops is not None and facts.num_gpus and peak and goodput.wall_s > 0:

@@ -7,6 +7,7 @@ the peak's source, and where each fact came from (`facts`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ import polars as pl
 from loganalyzer.analysis import timed_records
 from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import peaks
+from loganalyzer.flops.fallbacks import seq_length_from_consumed
 from loganalyzer.flops.formulas import (
     FlopsResult,
     ShapeError,
@@ -86,6 +88,9 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         if key in (*MODEL_FACTS, *RUN_FACTS) and value.value is not None
     }
     origins.update({key: "flag" for key in [*options["shape"], *given]})
+    if shape.seq_length is None and (derived := seq_length_from_consumed(run.metrics)):
+        shape = dataclasses.replace(shape, seq_length=derived[0])
+        origins["seq_length"] = derived[1]
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
