@@ -24,8 +24,10 @@ their excess over the steady pace is `EventCost`, so the goodput budget counts i
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
@@ -107,12 +109,24 @@ class Causes:
     restarts: tuple[RestartCause, ...]
 
     def for_range(self, segment: int, first: int, last: int) -> Cause | None:
-        """The cause of the entry covering `first`..`last` of `segment`, if one was found."""
-        for found in self.entries:
-            overlaps = found.first_iteration <= last and first <= found.last_iteration
-            if found.segment == segment and overlaps:
-                return found.cause
+        """The cause of the slow step or sustained slowdown covering `first`..`last` of
+        `segment`: the entry with exactly that range, else the first that overlaps it."""
+        exact = self._by_range.get((segment, first, last))
+        if exact is not None:
+            return exact
+        for e in self.entries:
+            overlaps = e.first_iteration <= last and first <= e.last_iteration
+            if e.entry != "stall" and e.segment == segment and overlaps:
+                return e.cause
         return None
+
+    @cached_property
+    def _by_range(self) -> dict[tuple[int, int, int], Cause]:
+        found: dict[tuple[int, int, int], Cause] = {}
+        for e in self.entries:
+            if e.entry != "stall":
+                found.setdefault((e.segment, e.first_iteration, e.last_iteration), e.cause)
+        return found
 
     def for_stall(self, segment: int, iteration: int) -> Cause | None:
         """The cause of the stall ending at `iteration`."""
@@ -125,13 +139,26 @@ class Causes:
         return None
 
 
+class _ByIteration:
+    """Rows of a small frame, looked up by iteration range (bisect, not a polars filter per
+    slow step: a run can have thousands of them)."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        rows = frame.sort("iteration").to_dicts()
+        self.rows = rows
+        self.keys = [int(row["iteration"]) for row in rows]
+
+    def between(self, first: int, last: int) -> list[dict[str, Any]]:
+        return self.rows[bisect_left(self.keys, first) : bisect_right(self.keys, last)]
+
+
 @dataclass(frozen=True)
 class _Evidence:
     events: Events
     schedule: Schedule
-    flags: pl.DataFrame  # iteration, skipped, nan
-    phases: pl.DataFrame  # phase_growth at the slow iterations
-    spreads: pl.DataFrame  # iteration, metric, spread, typical, rank
+    flags: _ByIteration  # iteration, skipped, nan
+    phases: _ByIteration  # phase_growth at the slow iterations
+    spreads: _ByIteration  # iteration, metric, spread, typical, excess, rank, against
 
 
 def attribute(
@@ -145,16 +172,20 @@ def attribute(
     slow_iterations = [s.iteration for s in analysis.slow.steps]
     for event in analysis.slow.sustained:
         slow_iterations.extend(range(event.start_iteration, event.end_iteration + 1))
+    # Every lookup below is on the slow iterations only: filter the big tables once.
+    slow = pl.Series(slow_iterations, dtype=pl.Int64)
     evidence = _Evidence(
         events=events,
         schedule=schedule,
-        flags=table.select(
-            "iteration",
-            pl.col("skipped_iterations").fill_null(0).alias("skipped"),
-            pl.col("nan_iterations").fill_null(0).alias("nan"),
+        flags=_ByIteration(
+            table.filter(pl.col("iteration").is_in(slow)).select(
+                "iteration",
+                pl.col("skipped_iterations").fill_null(0).alias("skipped"),
+                pl.col("nan_iterations").fill_null(0).alias("nan"),
+            )
         ),
-        phases=phase_growth(metrics, pl.Series(slow_iterations, dtype=pl.Int64)),
-        spreads=_spreads(metrics),
+        phases=_ByIteration(phase_growth(metrics, slow)),
+        spreads=_ByIteration(_spreads(metrics).filter(pl.col("iteration").is_in(slow))),
     )
     entries = [
         Attributed(
@@ -228,11 +259,9 @@ def _event_cause(evidence: _Evidence, low: int, high: int) -> Cause | None:
 
 def _time_cause(evidence: _Evidence, first: int, last: int) -> Cause:
     """Straggler, data loading, overflow/NaN or a phase, from the records `first`..`last`."""
-    spread = evidence.spreads.filter(pl.col("iteration").is_between(first, last)).sort(
-        ["excess", "metric"], descending=[True, False]
-    )
-    if spread.height:
-        row = spread.row(0, named=True)
+    spreads = evidence.spreads.between(first, last)
+    if spreads:
+        row = min(spreads, key=lambda r: (-r["excess"], r["metric"]))
         who = f"rank {row['rank']}" if row["rank"] is not None else "the slowest rank"
         return Cause(
             "straggler",
@@ -240,13 +269,12 @@ def _time_cause(evidence: _Evidence, first: int, last: int) -> Cause:
             f"{number(row['spread'], '.2f')}{TIMES} the {row['against']}, against "
             f"{number(row['typical'], '.2f')}{TIMES} typically",
         )
-    phases = evidence.phases.filter(pl.col("iteration").is_between(first, last))
-    grown = phases.sort("phase_delta_ms", descending=True).head(1)
-    phase = grown.row(0, named=True) if grown.height else None
+    phases = evidence.phases.between(first, last)
+    phase = max(phases, key=lambda r: r["phase_delta_ms"]) if phases else None
     if phase is not None and (phase["phase_detail"] or phase["phase"]) in DATA_PHASES:
         return Cause("data_loading", _phase_text(phase))
-    flags = evidence.flags.filter(pl.col("iteration").is_between(first, last))
-    skipped, nan = int(flags["skipped"].sum()), int(flags["nan"].sum())
+    flags = evidence.flags.between(first, last)
+    skipped, nan = sum(r["skipped"] for r in flags), sum(r["nan"] for r in flags)
     if nan:
         return Cause("nan", f"{nan} NaN iteration(s) logged in iterations {first}-{last}")
     if skipped:
