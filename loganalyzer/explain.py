@@ -33,6 +33,7 @@ class Explanation:
     waterfall: waterfall.Waterfall
     objects: dict[str, Any]
     verdicts: list[dict[str, str]]
+    period_causes: dict[int, str]
 
 
 def explain(
@@ -60,7 +61,35 @@ def explain(
         "health": dataclasses.asdict(health),
     }
     verdicts = lever_verdicts(causes, goodput, steps, schedule)
-    return Explanation(causes, goodput, steps, objects, [dataclasses.asdict(v) for v in verdicts])
+    return Explanation(
+        causes,
+        goodput,
+        steps,
+        objects,
+        [dataclasses.asdict(v) for v in verdicts],
+        period_causes(analysis, causes),
+    )
+
+
+PERIODIC_CAUSES = {"checkpoint_save": "checkpoint saves", "evaluation": "evaluations"}
+
+
+def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:
+    """Per period, the cause all its slow steps share, where that is a save or an evaluation,
+    with the first one's evidence."""
+    named: dict[int, str] = {}
+    for pattern in analysis.slow.periodic:
+        found = [
+            causes.for_range(s.segment, s.iteration - s.interval + 1, s.iteration)
+            for s in analysis.slow.steps
+            if s.period_iterations == pattern.period_iterations
+        ]
+        kinds = {c.kind for c in found if c is not None}
+        if len(kinds) == 1 and (kind := kinds.pop()) in PERIODIC_CAUSES and found[0]:
+            named[pattern.period_iterations] = (
+                f"{PERIODIC_CAUSES[kind]} (first: {found[0].evidence})"
+            )
+    return named
 
 
 def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:

@@ -54,6 +54,8 @@ def build_summary(
     )
     if tokens is None:
         warnings.append("tokens per iteration unknown: pass --global-batch-size and --seq-length")
+    tokens_per_s = tokens / median if tokens and median else None
+    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
     verdicts = judge(
         analysis,
         run.table,
@@ -66,9 +68,8 @@ def build_summary(
             recomputed_over_reported=efficiency.recomputed_over_reported,
             expected_ratio=efficiency.expected_ratio,
         ),
+        period_causes=why.period_causes,
     )
-    tokens_per_s = tokens / median if tokens and median else None
-    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,

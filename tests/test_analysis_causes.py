@@ -16,6 +16,8 @@ from loganalyzer.analysis.causes import Causes, attribute
 from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule, events_of
 from loganalyzer.analysis.goodput import budget
 from loganalyzer.analysis.phases import phase_growth
+from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.explain import period_causes
 from loganalyzer.model import empty_metrics
 from tests.analysis_factories import (
     cumulative_timestamps,
@@ -270,3 +272,22 @@ def test_every_kind_at_once() -> None:
     }
     straggler = found[slots[6]]
     assert straggler is not None and "rank 2" in straggler.evidence
+
+
+def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
+    """Saves every 100 iterations, `save_interval 100` in the config: the periodic verdict says
+    checkpoint saves instead of 'typically checkpoint saves or evaluation'."""
+    table = _two_slow_steps_on(100)
+    schedule = Schedule(save=Interval(100, "save_interval 100 (train.log:7)"))
+    analysis = analyse(table, empty_metrics(), configured_periods=schedule.periods())
+    causes = attribute(analysis, table, empty_metrics(), events_of(empty_metrics()), schedule)
+    named = period_causes(analysis, causes)
+    assert named == {
+        100: "checkpoint saves (first: iteration 100 is a multiple of save_interval 100 "
+        "(train.log:7))"
+    }
+    inputs = MfuInputs(None, None, None, None, None, None)
+    (verdict,) = [v for v in judge(analysis, table, inputs, named) if v.code.startswith("PERIODIC")]
+    assert "recur every 100 iterations" in verdict.message
+    assert "checkpoint saves (first: iteration 100" in verdict.message
+    assert "typically" not in verdict.message
