@@ -107,6 +107,13 @@ def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:
     for restart in document["restarts"]:
         found = by_segment.get(int(restart["segment"]))
         restart["cause"] = dataclasses.asdict(found.cause) if found else None
+        if found is not None:
+            restart["split"] = {
+                "startup_s": found.startup_s,
+                "checkpoint_load_s": found.checkpoint_load_s,
+                "other_gap_s": found.other_gap_s,
+                "redone_s": found.redone_s,
+            }
 
 
 def _range(entry: dict[str, Any]) -> tuple[int, int]:

@@ -291,3 +291,47 @@ def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
     assert "recur every 100 iterations" in verdict.message
     assert "checkpoint saves (first: iteration 100" in verdict.message
     assert "typically" not in verdict.message
+
+
+def _startup_timers(line: int, timers: dict[str, float]) -> pl.DataFrame:
+    """Start-up timers (ms, no iteration) printed at `line` of the synthetic log."""
+    return pl.DataFrame(
+        {
+            "iteration": [None] * len(timers),
+            "name": [f"timer/{name}" for name in timers],
+            "value": list(timers.values()),
+            "source": ["synthetic.log"] * len(timers),
+            "rank": [None] * len(timers),
+            "line": [line] * len(timers),
+        },
+        schema=dict(empty_metrics().schema),
+    )
+
+
+def test_restart_gap_is_split_by_the_new_launch_start_up_timers() -> None:
+    """Segment 1 starts at record 121 (line 121) after 300 s; its launch printed 50 s of
+    model-and-optimizer-setup (20 s of it load-checkpoint) and 10 s of data iterators."""
+    run = synthetic_run(200, restart=(120, 20, 300.0), noise=0.01)
+    first_launch = _startup_timers(0, {"model-and-optimizer-setup": 4000.0})
+    second_launch = _startup_timers(
+        120,
+        {
+            "load-checkpoint": 20000.0,
+            "model-and-optimizer-setup": 50000.0,
+            "train/valid/test-data-iterators-setup": 10000.0,
+        },
+    )
+    metrics = pl.concat([first_launch, second_launch])
+    analysis = analyse(run.table, metrics)
+    causes = attribute(analysis, run.table, metrics, events_of(metrics), Schedule())
+    (restart,) = causes.restarts
+    split = (restart.startup_s, restart.checkpoint_load_s, restart.other_gap_s)
+    assert split == pytest.approx((60.0, 20.0, 240.0))
+    goodput = budget(analysis, causes, run.table, metrics)
+    lines = {line.name: line.seconds for line in goodput.lines}
+    # The first launch's 4 s precede the first record; the second's 60 s are inside the gap.
+    assert (lines["start-up"], lines["restart gaps"]) == pytest.approx((64.0, 240.0))
+    stamps = run.table["timestamp"]
+    clock = (stamps[-1] - stamps[0]).total_seconds() + float(run.table["step_time_s"][0])
+    assert sum(lines.values()) == pytest.approx(clock + 4.0)
+    assert goodput.wall_s == pytest.approx(clock + 4.0)

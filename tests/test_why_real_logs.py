@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loganalyzer.analysis.goodput import STARTUP_TIMERS
 from loganalyzer.cli import main
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
@@ -35,10 +34,11 @@ def _summary(shared_logs: Path, name: str) -> dict[str, Any]:
 def _logged_wall_clock(shared_logs: Path, name: str) -> float:
     """Start-up timers + each segment's clock + the gaps between segments, row by row."""
     run = load_run([str(shared_logs / name)], load_registry()).run
+    setup = ("timer/model-and-optimizer-setup", "timer/train/valid/test-data-iterators-setup")
     startup = sum(
         row["value"] / 1000
         for row in run.metrics.iter_rows(named=True)
-        if row["iteration"] is None and row["name"] in STARTUP_TIMERS
+        if row["iteration"] is None and row["name"].removesuffix("/max") in setup
     )
     segments: dict[int, list[dict[str, Any]]] = {}
     for row in run.table.iter_rows(named=True):

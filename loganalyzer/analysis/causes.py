@@ -35,6 +35,7 @@ from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.events import Events, Interval, Schedule
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
+from loganalyzer.analysis.startup import StartUp, startup_by_segment
 from loganalyzer.render.numbers import TIMES, duration, number
 
 if TYPE_CHECKING:
@@ -91,10 +92,15 @@ class EventCost:
 
 @dataclass(frozen=True)
 class RestartCause:
-    """A restart's cost split as far as the logs allow."""
+    """A restart's cost split as far as the logs allow: the gap into the new launch's
+    start-up timers (checkpoint load among them) and the rest (launch, queueing), and the
+    redone iterations. A part the logs do not give is None."""
 
     segment: int
     gap_s: float | None
+    startup_s: float | None
+    checkpoint_load_s: float | None
+    other_gap_s: float | None
     redone_iterations: int
     redone_s: float
     cause: Cause
@@ -221,10 +227,13 @@ def attribute(
         )
         for s in analysis.stalls
     ]
+    launches = startup_by_segment(metrics, table)
     return Causes(
         entries=tuple(entries),
         events=_event_costs(analysis, table, events),
-        restarts=tuple(_restart_cause(r, events) for r in analysis.restarts),
+        restarts=tuple(
+            _restart_cause(r, events, launches.get(r.segment)) for r in analysis.restarts
+        ),
     )
 
 
@@ -389,7 +398,7 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
     return tuple(costs)
 
 
-def _restart_cause(restart: Restart, events: Events) -> RestartCause:
+def _restart_cause(restart: Restart, events: Events, launch: StartUp | None) -> RestartCause:
     saved = events.saves.get(restart.resumed_at)
     source = (
         f"resumed from the checkpoint saved at iteration {restart.resumed_at}"
@@ -397,12 +406,23 @@ def _restart_cause(restart: Restart, events: Events) -> RestartCause:
         if restart.resumed_at in events.saves
         else f"resumed at iteration {restart.resumed_at + 1}"
     )
-    gap = (
-        f"a gap of {duration(restart.gap_s)} (start-up, queueing and checkpoint load: the log "
-        "has no launch or load timestamps to split it)"
-        if restart.gap_s is not None
-        else "a gap of unknown length (no timestamps either side)"
-    )
+    startup = load = other = None
+    if restart.gap_s is None:
+        gap = "a gap of unknown length (no timestamps either side)"
+    elif launch is None:
+        gap = (
+            f"a gap of {duration(restart.gap_s)} (start-up, queueing and checkpoint load: the "
+            "log prints no start-up timers to split it)"
+        )
+    else:
+        startup = min(launch.setup_s, restart.gap_s)
+        load = min(launch.checkpoint_load_s, startup)
+        other = restart.gap_s - startup
+        gap = (
+            f"a gap of {duration(restart.gap_s)}: start-up {duration(startup)} (its setup "
+            f"timers, checkpoint load {duration(load)} of it) and {duration(other)} before it "
+            "(launch, queueing)"
+        )
     evidence = (
         f"the attempt before segment {restart.segment} stopped after iteration "
         f"{restart.after_iteration}; {source}: {gap}, and {restart.lost_iterations} "
@@ -411,6 +431,9 @@ def _restart_cause(restart: Restart, events: Events) -> RestartCause:
     return RestartCause(
         segment=restart.segment,
         gap_s=restart.gap_s,
+        startup_s=startup,
+        checkpoint_load_s=load,
+        other_gap_s=other,
         redone_iterations=restart.lost_iterations,
         redone_s=restart.redone_s,
         cause=Cause("restart", evidence),

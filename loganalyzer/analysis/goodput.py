@@ -1,8 +1,8 @@
 """The goodput budget: the wall clock split into productive steady steps and badput by cause.
 
-The wall clock is what the logs span: the start-up timers printed before the first
-iteration (Megatron's `model-and-optimizer-setup`, `train/valid/test-data-iterators-setup`,
-`load-checkpoint`), then per segment its timestamp span plus the work of its first record
+The wall clock is what the logs span: the start-up timers of the first launch (see
+`startup`; a later launch's start-up lies inside its restart gap, which it is taken from),
+then per segment its timestamp span plus the work of its first record
 (a record is stamped when its interval ends), or the sum of its step times where records
 carry no timestamps, then the restart gaps between segments. A timestamped segment whose
 log was cut (iterations missing between two records) spans iterations that no step time
@@ -25,16 +25,12 @@ import polars as pl
 
 from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.causes import Causes
+from loganalyzer.analysis.startup import startup_by_segment
 from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
 
-STARTUP_TIMERS = (
-    "timer/model-and-optimizer-setup",
-    "timer/train/valid/test-data-iterators-setup",
-    "timer/load-checkpoint",
-)
 # Below this, a difference between sums of step times is floating-point rounding.
 ROUNDING_S = 1e-6
 # Budget lines in display order; a cause kind maps to one of them.
@@ -89,10 +85,17 @@ def budget(
     """The goodput budget of a run from its analysis and causes."""
     seconds = dict.fromkeys(LINES, 0.0)
     time = analysis.time
-    seconds["start-up"] = startup_s(metrics)
+    gaps = {r.segment: r.gap_s for r in analysis.restarts}
+    outside = 0.0  # start-up the clock does not already hold
+    for segment, launch in startup_by_segment(metrics, table).items():
+        gap = gaps.get(segment) if segment is not None else None
+        inside = min(launch.setup_s, gap) if gap is not None else 0.0
+        seconds["start-up"] += launch.setup_s
+        seconds["restart gaps"] -= inside
+        outside += launch.setup_s - inside
     seconds["warm-up"] = time.warmup_s
     seconds["redone work"] = time.redone_s
-    seconds["restart gaps"] = time.restart_gaps_s
+    seconds["restart gaps"] += time.restart_gaps_s
     seconds[PRODUCTIVE] = time.productive_s
     for entry in causes.entries:
         if entry.entry == "stall":
@@ -110,7 +113,7 @@ def budget(
         untimed = 0.0
     # The clock is the truth: step timers that sum to more than it overstate the work.
     seconds["untimed gaps" if untimed > 0 else PRODUCTIVE] += untimed
-    wall = seconds["start-up"] + clock_s + time.restart_gaps_s
+    wall = outside + clock_s + time.restart_gaps_s
     lines = tuple(
         BudgetLine(name, value, value / wall if wall > 0 else None)
         for name, value in seconds.items()
@@ -124,14 +127,6 @@ def budget(
         goodput=share,
         summary=_summary(covered, lines, share),
     )
-
-
-def startup_s(metrics: pl.DataFrame) -> float:
-    """Seconds of the start-up timers printed before the first iteration."""
-    found = metrics.filter(
-        pl.col("iteration").is_null() & pl.col("name").cast(pl.String).is_in(STARTUP_TIMERS)
-    )
-    return float(found["value"].sum()) / 1000
 
 
 def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
