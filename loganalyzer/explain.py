@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from loganalyzer.analysis import Analysis, timed_records
 from loganalyzer.analysis.causes import Causes, attribute
 from loganalyzer.analysis.events import Schedule, events_of
@@ -130,7 +132,7 @@ def _inputs(
     facts: RunFacts,
     efficiency: Efficiency,
     goodput: Goodput,
-    shares: Any,
+    shares: pl.DataFrame,
 ) -> waterfall.Inputs:
     peak = efficiency.peak["tflops_per_gpu"] if efficiency.peak else None
     peak = peak if isinstance(peak, (int, float)) else None

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 # Above this share of the wall clock (or of a step), a cost is a warning, not information.
 WARNING_SHARE = 0.05
+# A pipeline bubble above this share of the step is a warning: below it, it is what a
+# well-tuned pipeline run (many micro-batches per step) carries anyway.
+BUBBLE_WARNING = 0.15
 # A cost below this share of the wall clock is noise, not a finding.
 MIN_RUN_SHARE = 0.001
 # A waterfall step removing less than this share of the step is not worth a verdict.
@@ -114,7 +117,8 @@ def _waterfall_verdicts(steps: Waterfall) -> list[Verdict]:
                 "`--micro-batch-size` or a larger global batch) or interleaving "
                 "(`--num-layers-per-virtual-pipeline-stage`) shrink it"
             )
-            verdicts.append(Verdict(_severity(given["bubble_share"]), "PIPELINE_BUBBLE", message))
+            severity: Severity = "warning" if given["bubble_share"] > BUBBLE_WARNING else "info"
+            verdicts.append(Verdict(severity, "PIPELINE_BUBBLE", message))
         if step.name == "exposed communication" and given["c"] >= MIN_STEP_SHARE:
             timers = sorted(given["timers_ms"].items(), key=lambda kv: -kv[1])
             largest = ", ".join(f"{name} {number(ms, ',.0f', ' ms')}" for name, ms in timers[:3])
