@@ -16,7 +16,7 @@ import polars as pl
 
 from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
-from loganalyzer.analysis.events import SAVE_EVENT, event_iterations
+from loganalyzer.analysis.events import events_of
 from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
 from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
@@ -71,7 +71,7 @@ def analyse(
     slow; `configured_periods` are the save and evaluation intervals the run's config states."""
     recs = timed_records(table)
     recs = recs.with_columns(warmup_flags(recs, warmup))
-    known = stated_periods(configured_periods, event_iterations(metrics, SAVE_EVENT))
+    known = stated_periods(configured_periods, list(events_of(metrics).saves))
     slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor, known)
     steady = labelled.filter(~pl.col("slow") & pl.col("event").is_null())
     median = _float(steady["step"].median())

@@ -55,14 +55,6 @@ def _interval(run: Run, keys: tuple[str, ...]) -> Interval | None:
     return None
 
 
-def event_iterations(metrics: pl.DataFrame, name: str) -> list[int]:
-    """The iterations of the rows named `name` (or starting with it, for a `/` prefix)."""
-    names = pl.col("name").cast(pl.String)
-    match = names.str.starts_with(name) if name.endswith("/") else names == name
-    found = metrics.filter(match & pl.col("iteration").is_not_null())["iteration"]
-    return sorted(set(found.to_list()))
-
-
 @dataclass(frozen=True)
 class Events:
     """Iterations with a printed save or validation line, and the line numbers."""
