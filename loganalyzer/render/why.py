@@ -25,7 +25,7 @@ def render_why(doc: dict[str, Any]) -> list[str]:
 def _causes(doc: dict[str, Any]) -> list[str]:
     rows = []
     for step in sorted(doc["slow_steps"], key=lambda s: -s["lost_s"])[:LISTED]:
-        rows.append((f"iteration {step['iteration']}", step["lost_s"], step.get("cause")))
+        rows.append((_iterations(step), step["lost_s"], step.get("cause")))
     for stall in sorted(doc["stalls"], key=lambda s: -s["gap_s"])[:LISTED]:
         label = f"stall {stall['after_iteration']}–{stall['iteration']}"
         rows.append((label, stall["gap_s"], stall.get("cause")))
@@ -48,6 +48,15 @@ def _causes(doc: dict[str, Any]) -> list[str]:
         evidence = f": {cause['evidence']}" if cause else ""
         lines.append(f"  {label}, {duration(lost)} lost — {kind}{evidence}")
     return lines
+
+
+def _iterations(entry: dict[str, Any]) -> str:
+    """ "iteration N" or "iterations A–B", from whichever range fields the entry carries."""
+    first = entry.get("first_iteration", entry.get("start_iteration"))
+    last = entry.get("last_iteration", entry.get("end_iteration", entry.get("iteration")))
+    if first is None or first == last:
+        return f"iteration {last}"
+    return f"iterations {first}–{last}"
 
 
 def _goodput(goodput: dict[str, Any]) -> list[str]:
