@@ -335,3 +335,24 @@ def test_restart_gap_is_split_by_the_new_launch_start_up_timers() -> None:
     clock = (stamps[-1] - stamps[0]).total_seconds() + float(run.table["step_time_s"][0])
     assert sum(lines.values()) == pytest.approx(clock + 4.0)
     assert goodput.wall_s == pytest.approx(clock + 4.0)
+
+
+def test_sustained_slowdown_is_traced_to_the_data_loader() -> None:
+    """Iterations 201-260 run at 2x while batch-generator takes 1 s instead of 5 ms."""
+    steps = [1.0] * 400
+    batch = [5.0] * 400
+    for k in range(200, 260):
+        steps[k], batch[k] = 2.0, 1005.0
+    table = make_table(steps)
+    metrics = timer_metrics(
+        list(range(1, 401)), {"batch-generator": batch, "optimizer": [50.0] * 400}
+    )
+    analysis = analyse(table, metrics)
+    causes = attribute(analysis, table, metrics, events_of(metrics), Schedule())
+    (event,) = analysis.slow.sustained
+    cause = causes.for_range(event.segment, event.start_iteration, event.end_iteration)
+    assert cause is not None and cause.kind == "data_loading"
+    assert cause.evidence.startswith("batch-generator grew by 1,000 ms")
+    goodput = budget(analysis, causes, table, metrics)
+    lines = {line.name: line.seconds for line in goodput.lines}
+    assert lines["data loading"] == pytest.approx(event.lost_s)
