@@ -3,11 +3,12 @@ Trainer's stdout, later its event files. Each is a view of the same iterations; 
 combined record by record, not laid end to end as restarts are (`merge.py`).
 
 Two Runs are views of one run when one's logged iterations are all among the other's (at
-least two in common) and their losses agree at every common iteration (to 0.1 %: stdout
-rounds them). Two logs of the same kind must also agree on the step times they both print (to
-1 %): two benchmarks of one model from one seed print the same losses at other speeds. A
-resume logs new iterations past the old ones, so it never passes. A progress bar's records
-(no losses) are a view of the same framework's logged run when they end no later than it does.
+least two in common), their losses agree at every common iteration (to 0.1 %: stdout rounds
+them), and they are of different kinds (another format, or their step times from another
+source): two logs of one kind are copies (kept once by `merge.py`), a restart that redid
+iterations, or two benchmarks of one model from one seed, which print the same losses. A
+resume logs new iterations past the old ones, so it never passes. A progress bar's records (no
+losses) are a view of the same framework's logged run when they end no later than it does.
 
 Precedence, per record: the view whose step times come from the better source wins
 (STEP_TIME_PRECEDENCE, best first); the others fill the columns it lacks and add the
@@ -36,7 +37,6 @@ STEP_TIME_PRECEDENCE = (
 )
 
 LOSS_TOLERANCE = 1e-3
-STEP_TIME_TOLERANCE = 1e-2
 
 
 def combine_views(runs: Sequence[Run]) -> list[Run]:
@@ -57,6 +57,8 @@ def combine_views(runs: Sequence[Run]) -> list[Run]:
 def _same_run(a: Run, b: Run) -> bool:
     if _bars_within(a, b) or _bars_within(b, a):
         return True
+    if _formats(a) == _formats(b) and a.get("step_time_source") == b.get("step_time_source"):
+        return False  # two logs of one kind: copies, restarts or other runs (merge, identity)
     left = a.table.select("iteration", "loss").drop_nulls().unique("iteration")
     right = b.table.select("iteration", "loss").drop_nulls().unique("iteration")
     if left.height == 0 or right.height == 0:
@@ -68,20 +70,7 @@ def _same_run(a: Run, b: Run) -> bool:
     relative = (pl.col("loss") - pl.col("loss_other")).abs() / pl.col("loss_other").abs().clip(
         lower_bound=1e-12
     )
-    if not common.select((relative <= LOSS_TOLERANCE).all()).item():
-        return False
-    return _formats(a) != _formats(b) or _step_times_agree(a, b)
-
-
-def _step_times_agree(a: Run, b: Run) -> bool:
-    """Whether the step times both runs print for the same iterations agree (to 1 %)."""
-    left = a.table.select("iteration", "step_time_s").drop_nulls().unique("iteration")
-    right = b.table.select("iteration", "step_time_s").drop_nulls().unique("iteration")
-    common = left.join(right, on="iteration", suffix="_other")
-    relative = (pl.col("step_time_s") - pl.col("step_time_s_other")).abs() / pl.col(
-        "step_time_s_other"
-    ).abs().clip(lower_bound=1e-12)
-    return bool(common.select((relative <= STEP_TIME_TOLERANCE).all()).item())
+    return bool(common.select((relative <= LOSS_TOLERANCE).all()).item())
 
 
 def _formats(run: Run) -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""The `summary --json` document (schema loganalyzer.summary/1), built from a loaded run.
+"""The `summary --json` document (schema loganalyzer.summary/1.1), built from a loaded run.
 
 This is the one place that decides what the summary says; the terminal renderer and the
 JSON output both read the document it builds, so the two can never disagree.
@@ -12,7 +12,9 @@ from typing import Any
 
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
+from loganalyzer.analysis.events import schedule_of
 from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.explain import attach_causes, explain
 from loganalyzer.flops.efficiency import (
     ASSUMED_DTYPE,
     Efficiency,
@@ -27,7 +29,7 @@ from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.numbers import plural
 
-SCHEMA = "loganalyzer.summary/1"
+SCHEMA = "loganalyzer.summary/1.1"
 # Below this many steady records, the steady figures are marked low-confidence.
 MIN_STEADY_RECORDS = 10
 
@@ -43,7 +45,14 @@ def build_summary(
     warning saying what would supply it."""
     run = loaded.run
     warnings = list(run.warnings)
-    analysis = analyse(run.table, run.metrics, warmup=warmup, slow_factor=slow_factor)
+    schedule = schedule_of(run)
+    analysis = analyse(
+        run.table,
+        run.metrics,
+        warmup=warmup,
+        slow_factor=slow_factor,
+        configured_periods=schedule.periods(),
+    )
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
@@ -65,6 +74,8 @@ def build_summary(
             if not value
         ]
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
+    tokens_per_s = tokens / median if tokens and median else None
+    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
     verdicts = judge(
         analysis,
         run.table,
@@ -79,6 +90,7 @@ def build_summary(
             low_confidence=confidence,
             mfu_vs_bf16=efficiency.mfu_vs_bf16,
         ),
+        period_causes=why.period_causes,
     )
     document = {
         "schema": SCHEMA,
@@ -124,11 +136,18 @@ def build_summary(
         "stalls": [dataclasses.asdict(s) for s in analysis.stalls],
         "stragglers": [dataclasses.asdict(s) for s in analysis.stragglers],
         "time": _time(analysis),
-        "verdicts": [dataclasses.asdict(v) for v in verdicts],
+        **why.objects,
+        "verdicts": _by_severity([dataclasses.asdict(v) for v in verdicts] + why.verdicts),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
+    attach_causes(document, why)
     finite: dict[str, Any] = _finite(document)
     return finite
+
+
+def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    order = {"critical": 0, "warning": 1, "info": 2}
+    return sorted(verdicts, key=lambda v: order[v["severity"]])
 
 
 def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:

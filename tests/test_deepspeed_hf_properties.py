@@ -4,6 +4,7 @@ exactly what was printed; views of one run combine, a resume does not."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -116,7 +117,23 @@ def test_views_combine_and_a_resume_does_not(losses: list[float], resume_at: int
     parser = HfTrainerParser()
     first = parser.parse(_write("\n".join(stdout) + "\n"))
     second = parser.parse(_write("\n".join(verbose) + "\n"))
-    combined = combine_views([first, second])
+    # two logs of one kind are not views of one run (copies, restarts or benchmarks of one
+    # seed print the same losses); the trainer's state saved beside its stdout is
+    state = {
+        "global_step": total,
+        "max_steps": total,
+        "logging_steps": interval,
+        # at the steps the stdout's records were numbered with (see the test above)
+        "log_history": [
+            {**e, "step": step}
+            for step, e in zip(first.table["iteration"].to_list(), entries, strict=True)
+        ],
+    }
+    folder = Path(tempfile.mkdtemp())
+    (folder / "trainer_state.json").write_text(json.dumps(state))
+    saved = parser.parse(folder / "trainer_state.json")
+    assert len(combine_views([first, second])) == 2
+    combined = combine_views([first, saved])
     assert len(combined) == 1
     assert combined[0].table["iteration"].to_list() == first.table["iteration"].to_list()
     resumed = [

@@ -22,6 +22,7 @@ from loganalyzer.fleet.engines import Item, PoolEngine, Result
 from loganalyzer.fleet.indexer import build_index
 from loganalyzer.fleet.layout import RUNS_DIR, run_key
 from loganalyzer.fleet.worker import Settings, analyse_run
+from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from tests.conftest import ROOT
 from tests.fleet_tree import Tree, write_tree
 
@@ -83,7 +84,7 @@ def test_index_records_every_run_and_the_corrupt_one_with_its_error(indexed: Ind
     assert iterations.columns[0] == "run_id"
     assert set(iterations["run_id"]) == {tree.restarted}
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["schema"] == "loganalyzer.summary/1"
+    assert summary["schema"] == SUMMARY_SCHEMA
     assert summary["iterations"]["logged"] == iterations.height == 12 + 6
     assert pl.read_parquet(folder / "metrics.parquet").columns[0] == "run_id"
     assert not (indexed.dataset / RUNS_DIR / run_key(tree.corrupt)).exists()

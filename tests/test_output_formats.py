@@ -30,10 +30,12 @@ FRACTION = re.compile(
     r"\b(?:MFU|HFU|mfu|hfu|utili[sz]ation|share)\b[^\n%]{0,30}?(?<![\d.])0\.\d+(?![\d%×])(?! %)"
     r"|\b(?:below|above|reached|within)\s+0\.\d+(?![\d%×])(?! %)"
 )
-NONE = re.compile(r"\bNone\b|\bnan\b|\bNaN\b")
+# a missing value printed raw; "NaN iterations" (losses that were NaN) is a term, not a value
+NONE = re.compile(r"\bNone\b|\bnan\b|(?:[:=(] ?)NaN\b|\bNaN ?(?:%|s\b|×)")
 # A percent is printed with one decimal and a space: "41.0 %", never "15.50 %" or "95%".
 PERCENT_FORM = re.compile(r"\d\.\d{2,} ?%|\d%")
 # "1.50x", "10x": a ratio with the letter x instead of the sign (not "8x7b" or "mi250x").
+PLURAL_S = re.compile(r"\w\(s\)")
 LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 
 # Modules of loganalyzer.render that are not output formats.
@@ -49,6 +51,7 @@ NOT_FORMATS = {
     "compare",
     "fleet_html",
     "fleet_text",
+    "why",
 }
 
 
@@ -58,6 +61,7 @@ def problems(text: str) -> list[str]:
         ("fraction", FRACTION),
         ("None", NONE),
         ("letter x", LETTER_X),
+        ("plural in brackets", PLURAL_S),
         ("percent form", PERCENT_FORM),
     ):
         found += [
@@ -171,6 +175,8 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert problems("MFU 0.41 is below the band")
     assert problems("reached 0.213 (GPT-3)")
     assert problems("num_layers=None, hidden_size=None")
+    assert problems("1 restart(s) cost 2 s") and not problems("step time (s)")
+    assert problems("loss: NaN") and not problems("skipped iterations: 0, NaN iterations: 0")
     assert problems("ran 5.95x the baseline")
     assert problems("MFU 15.50 %, 95% of the time")
     assert not problems("MFU 41.0 % at 0.61 s per step, 5.95× the baseline; mixtral-8x7b")

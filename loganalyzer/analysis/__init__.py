@@ -9,12 +9,15 @@ results are frozen dataclasses, ready for the JSON and HTML renderers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
+from loganalyzer.analysis.events import events_of
+from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
 from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
 from loganalyzer.analysis.steady import Drift, Warmup, find_drift, summarise_warmup, warmup_flags
@@ -65,13 +68,15 @@ def analyse(
     *,
     warmup: int | None = None,
     slow_factor: float = 1.5,
+    configured_periods: Sequence[int] = (),
 ) -> Analysis:
     """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
     warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
-    slow."""
+    slow; `configured_periods` are the save and evaluation intervals the run's config states."""
     recs = timed_records(table)
     recs = recs.with_columns(warmup_flags(recs, warmup))
-    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor)
+    known = stated_periods(configured_periods, list(events_of(metrics).saves))
+    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor, known)
     steady = labelled.filter(~pl.col("slow") & pl.col("event").is_null())
     median = _float(steady["step"].median())
     pace = median if median is not None else _float(recs["step"].median()) or 0.0

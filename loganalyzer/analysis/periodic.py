@@ -9,11 +9,18 @@ iterations (lags above 1 so that isolated spikes between two stalls do not hide 
 each candidate is scored by hits * coverage (hits over the occurrences expected between the
 first and last hit) which favours the true period over its multiples (fewer hits) and over
 its fractions (poor coverage). Up to `MAX_PERIODS` periods are peeled off one after another.
+
+A period the run itself states (a configured `save_interval` or `eval_interval`, or the
+spacing of its `saving checkpoint` lines) is strong evidence: slow records on it (covering a
+multiple of it or the iteration right after one, where the save's or evaluation's time lands)
+are periodic from `MIN_KNOWN_HITS` occurrences. Those are matched first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import polars as pl
 
@@ -24,6 +31,8 @@ MAX_PERIODS = 3
 # four rarely do.
 MIN_HITS = 4
 MIN_COVERAGE = 0.6
+# On a period the run states, two occurrences are a pattern.
+MIN_KNOWN_HITS = 2
 
 
 @dataclass(frozen=True)
@@ -33,9 +42,14 @@ class _Fit:
     score: float
 
 
-def find_periods(slow: pl.DataFrame) -> pl.Series:
-    """For each slow record (`iteration`, `interval`), the period it recurs at, else null."""
+def find_periods(slow: pl.DataFrame, known: Sequence[int] = ()) -> pl.Series:
+    """For each slow record (`iteration`, `interval`), the period it recurs at, else null.
+    `known` are the periods the run states (configured intervals, save-line spacing)."""
     period = pl.Series("period", [None] * slow.height, dtype=pl.Int64)
+    for candidate in sorted({p for p in known if p > 0}):
+        on_it = _on_period(slow, candidate) & period.is_null()
+        if slow.filter(on_it)["iteration"].n_unique() >= MIN_KNOWN_HITS:
+            period = pl.select(pl.when(on_it).then(candidate).otherwise(period)).to_series()
     for _ in range(MAX_PERIODS):
         fit = _best_fit(slow.filter(period.is_null()))
         if fit is None:
@@ -43,6 +57,23 @@ def find_periods(slow: pl.DataFrame) -> pl.Series:
         matched = _matches(slow, fit.period, fit.phase) & period.is_null()
         period = pl.select(pl.when(matched).then(fit.period).otherwise(period)).to_series()
     return period.alias("period")
+
+
+def stated_periods(configured: Sequence[int], save_iterations: Sequence[int]) -> list[int]:
+    """The periods a run states: its configured intervals, and the spacing of its save lines
+    where two or more are evenly spaced."""
+    periods = [p for p in configured if p > 0]
+    saves = sorted(set(save_iterations))
+    spacings = {b - a for a, b in pairwise(saves)}
+    if len(spacings) == 1:
+        periods.append(spacings.pop())
+    return periods
+
+
+def _on_period(slow: pl.DataFrame, period: int) -> pl.Series:
+    """Whether a record covers a multiple of `period` or the iteration right after one."""
+    offset = pl.col("iteration") % period
+    return slow.select((offset < pl.col("interval") + 1).alias("hit")).to_series()
 
 
 def _matches(slow: pl.DataFrame, period: int, phase: int) -> pl.Series:

@@ -1,32 +1,94 @@
-"""Which per-phase timer grew the most at a slow step.
+"""Which per-phase timer grew the most at a slow step, with the timers' hierarchy respected.
 
 Timers come from the long metrics table as `timer/<phase>` (one value, ms) or
 `timer/<phase>/max` and `timer/<phase>/min` (across ranks). The max across ranks bounds the
 step, so a phase's value at an iteration is the largest of what was logged for it (`/min`
-ignored). Its growth is its value minus its median over the run. Timers that enclose others
-(`ENCLOSING`) grow whenever any phase inside them does, so they are named only when no other
-timer was logged.
+ignored). Its growth is its value minus its median over the run.
+
+Timers nest, and which ones a log holds depends on the framework and the timer level:
+Megatron-LM at its default level 1 prints `forward-backward` beside `optimizer` and the
+`optimizer-*` steps, at level 2 also the compute, send/receive and batch timers that
+`forward-backward` encloses. Growth is therefore compared among siblings only: the top-level
+timers (those whose parent was not logged) compete, and the winner's growth is then followed
+down to the child that grew the most (`phase_detail`), when one explains at least
+`CHILD_SHARE` of it. `ROOTS` enclose the whole step and are named only when nothing else was
+logged.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-ENCLOSING = frozenset({"forward-backward", "interval-time", "iteration-time", "train-step"})
+ROOTS = frozenset({"interval-time", "iteration-time", "train-step"})
+# Parent of each enclosed timer, by name, for Megatron-LM (2021 to core 0.x), Megatron-DeepSpeed
+# and DeepSpeed's engine timers (`_` and `-` spellings are both matched).
+PARENT = {
+    **dict.fromkeys(
+        (
+            "forward-compute",
+            "backward-compute",
+            "batch-generator",
+            "forward-recv",
+            "forward-send",
+            "backward-recv",
+            "backward-send",
+            "forward-send-forward-recv",
+            "forward-send-backward-recv",
+            "backward-send-forward-recv",
+            "backward-send-backward-recv",
+            "forward-backward-send-forward-backward-recv",
+            "all-grads-sync",
+            "layernorm-grads-all-reduce",
+            "embedding-grads-all-reduce",
+            "conditional-embedding-all-reduce",
+        ),
+        "forward-backward",
+    ),
+    **dict.fromkeys(
+        (
+            "optimizer-copy-to-main-grad",
+            "optimizer-unscale-and-check-inf",
+            "optimizer-clip-main-grad",
+            "optimizer-count-zeros",
+            "optimizer-inner-step",
+            "optimizer-copy-main-to-model-params",
+        ),
+        "optimizer",
+    ),
+    **dict.fromkeys(
+        ("backward-inner", "backward-allreduce", "backward-reduce-scatter"), "backward"
+    ),
+}
+# A child must explain this share of its parent's growth to be named as the detail.
+CHILD_SHARE = 0.5
+
+SCHEMA = {
+    "iteration": pl.Int64,
+    "phase": pl.String,
+    "phase_delta_ms": pl.Float64,
+    "phase_detail": pl.String,
+    "detail_delta_ms": pl.Float64,
+}
 
 
-def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
-    """For each of `iterations` with timers, the phase that grew the most: columns
-    `iteration`, `phase`, `phase_delta_ms`."""
-    # The distinct names are few: map them to phases in Python, then the rows in one pass.
+def timer_phase(name: str) -> str | None:
+    """`timer/<phase>` or `timer/<phase>/max` → `<phase>`; None for other metrics and `/min`."""
+    if not name.startswith("timer/") or name.endswith("/min"):
+        return None
+    return name.removeprefix("timer/").removesuffix("/max")
+
+
+def timer_values(metrics: pl.DataFrame) -> pl.DataFrame:
+    """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`,
+    `value`. Start-up timers (no iteration) are left out."""
     phase_of = {
-        name: name.removeprefix("timer/").removesuffix("/max")
+        name: phase
         for name in metrics["name"].unique().cast(pl.String).to_list()
-        if name.startswith("timer/") and not name.endswith("/min")
+        if (phase := timer_phase(name)) is not None
     }
-    timers = (
+    return (
         metrics.lazy()
-        .filter(pl.col("name").is_in(list(phase_of)))
+        .filter(pl.col("name").is_in(list(phase_of)) & pl.col("iteration").is_not_null())
         .select(
             "iteration",
             pl.col("name").cast(pl.String).replace_strict(phase_of).alias("phase"),
@@ -34,16 +96,64 @@ def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
         )
         .group_by("iteration", "phase")
         .agg(pl.col("value").max())
-        .with_columns(pl.col("value").median().over("phase").alias("median"))
         .collect()
     )
-    leaves = timers.filter(~pl.col("phase").is_in(list(ENCLOSING)))
-    if leaves.height:
-        timers = leaves
+
+
+def parent_of(phase: str, logged: set[str]) -> str | None:
+    """The logged timer that encloses `phase`, if any."""
+    parent = PARENT.get(phase.replace("_", "-"))
+    if parent is not None:
+        for spelling in (parent, parent.replace("-", "_")):
+            if spelling in logged:
+                return spelling
+    if phase not in ROOTS:
+        return next((root for root in sorted(ROOTS) if root in logged), None)
+    return None
+
+
+def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
+    """For each of `iterations` with timers: the top-level `phase` that grew the most, its
+    growth `phase_delta_ms`, and the child it is attributed to (`phase_detail`,
+    `detail_delta_ms`) where its children were logged."""
+    values = timer_values(metrics)
+    if values.is_empty():
+        return pl.DataFrame(schema=SCHEMA)
+    logged = set(values["phase"].unique().to_list())
+    parents = {phase: parent_of(phase, logged) for phase in logged}
+    if logged - ROOTS:
+        parents.update({root: "" for root in ROOTS & logged})  # roots never compete
+    growth = values.with_columns(
+        (pl.col("value") - pl.col("value").median().over("phase")).alias("delta"),
+        pl.col("phase")
+        .replace_strict(parents, default=None, return_dtype=pl.String)
+        .alias("parent"),
+    ).join(pl.DataFrame({"iteration": iterations.unique()}), on="iteration", how="semi")
+    top = _largest(growth.filter(pl.col("parent").is_null()), "iteration")
+    children = _largest(growth.filter(pl.col("parent").is_not_null()), "iteration", "parent")
+    detail = children.filter(pl.col("delta") > 0).select(
+        "iteration",
+        pl.col("parent").alias("phase"),
+        pl.col("phase").alias("phase_detail"),
+        pl.col("delta").alias("detail_delta_ms"),
+    )
+    explained = pl.col("detail_delta_ms") >= CHILD_SHARE * pl.col("phase_delta_ms")
     return (
-        timers.join(pl.DataFrame({"iteration": iterations.unique()}), on="iteration", how="semi")
-        .select("iteration", "phase", (pl.col("value") - pl.col("median")).alias("phase_delta_ms"))
-        .sort(["iteration", "phase_delta_ms", "phase"], descending=[False, True, False])
-        .group_by("iteration", maintain_order=True)
+        top.select("iteration", "phase", pl.col("delta").alias("phase_delta_ms"))
+        .join(detail, on=["iteration", "phase"], how="left")
+        .with_columns(
+            pl.when(explained).then("phase_detail").alias("phase_detail"),
+            pl.when(explained).then("detail_delta_ms").alias("detail_delta_ms"),
+        )
+        .sort("iteration")
+        .select(list(SCHEMA))
+    )
+
+
+def _largest(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """Per group of `keys`, the row with the largest `delta` (ties: the first name)."""
+    return (
+        frame.sort([*keys, "delta", "phase"], descending=[False] * len(keys) + [True, False])
+        .group_by(*keys, maintain_order=True)
         .first()
     )

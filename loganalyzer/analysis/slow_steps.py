@@ -15,6 +15,7 @@ goes to the event and only the rest to a spike there, so nothing is counted twic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -94,7 +95,7 @@ class SlowSteps:
 
 
 def find_slow_steps(
-    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float
+    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float, known_periods: Sequence[int] = ()
 ) -> tuple[SlowSteps, pl.DataFrame]:
     """The slow steps of `recs` (timed records, warm-up excluded), and `recs` labelled with
     `level`, `event` (sustained event id or null) and `slow`."""
@@ -109,7 +110,7 @@ def find_slow_steps(
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
     labelled = framed.with_columns(slow=(pl.col("step") / pl.col("level") - 1) > per_record)
-    rows = _steps(labelled.filter("slow"), metrics)
+    rows = _steps(labelled.filter("slow"), metrics, known_periods)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
     result = SlowSteps(
@@ -124,8 +125,8 @@ def find_slow_steps(
     return result, labelled
 
 
-def _steps(slow: pl.DataFrame, metrics: pl.DataFrame) -> pl.DataFrame:
-    slow = slow.with_columns(find_periods(slow))
+def _steps(slow: pl.DataFrame, metrics: pl.DataFrame, known_periods: Sequence[int]) -> pl.DataFrame:
+    slow = slow.with_columns(find_periods(slow, known_periods))
     phases = phase_growth(metrics, slow["iteration"])
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
         "iteration",

@@ -8,6 +8,7 @@ by severity (critical first), then in the fixed order of the checks below.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -52,6 +53,7 @@ REFERENCE_TOLERANCE = 0.10
 # MFU below this share of the reference band's bottom is critical, not just a warning.
 CRITICAL_SHARE_OF_REFERENCE = 0.5
 _LISTED = 3
+_USUAL_PERIODIC = "typically checkpoint saves or evaluation"
 _NOT_GPUS = ("tpu", "trn", "gaudi")
 
 
@@ -114,11 +116,17 @@ def reference_runs() -> tuple[ReferenceRun, ...]:
     )
 
 
-def judge(analysis: Analysis, table: pl.DataFrame, mfu: MfuInputs) -> list[Verdict]:
-    """Every verdict on the run, most severe first."""
+def judge(
+    analysis: Analysis,
+    table: pl.DataFrame,
+    mfu: MfuInputs,
+    period_causes: Mapping[int, str] | None = None,
+) -> list[Verdict]:
+    """Every verdict on the run, most severe first. `period_causes` names, per period in
+    iterations, the cause its slow steps were attributed to (see `causes`)."""
     verdicts = [
         *_tentative(mfu.low_confidence, [*_mfu_verdicts(mfu), *_tflops_mismatch(mfu)]),
-        *_slow_step_verdicts(analysis),
+        *_slow_step_verdicts(analysis, period_causes or {}),
         *_at_slow_steps(analysis, table),
         *_drift(analysis),
         *_restarts(analysis),
@@ -257,7 +265,7 @@ def _share(lost_s: float, analysis: Analysis) -> str:
     return f"{percent(lost_s / logged)} of the logged {duration(logged)}" if logged > 0 else ""
 
 
-def _slow_step_verdicts(analysis: Analysis) -> list[Verdict]:
+def _slow_step_verdicts(analysis: Analysis, period_causes: Mapping[int, str]) -> list[Verdict]:
     slow = analysis.slow
     verdicts = []
     spikes = [s for s in slow.steps if s.kind in ("spike", "stall")]
@@ -282,8 +290,8 @@ def _slow_step_verdicts(analysis: Analysis) -> list[Verdict]:
         message = (
             f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
             f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
-            f"{ratio(pattern.median_ratio)} the baseline), typically checkpoint saves or "
-            "evaluation; "
+            f"{ratio(pattern.median_ratio)} the baseline), "
+            f"{period_causes.get(pattern.period_iterations, _USUAL_PERIODIC)}; "
             f"they cost {duration(pattern.lost_s)} ({_share(pattern.lost_s, analysis)})"
         )
         severity = _lost_severity(pattern.lost_s, analysis)

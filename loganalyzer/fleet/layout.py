@@ -5,7 +5,7 @@
       manifest.parquet        one row per run: its inputs, status and error (MANIFEST_SCHEMA)
       runs.parquet            one row per run: its headline figures (document.RUNS_SCHEMA)
       files.parquet           every file seen under the roots, and its parser ("" for none)
-      runs/<key>/summary.json         the run's summary document (loganalyzer.summary/1)
+      runs/<key>/summary.json         the run's summary document (loganalyzer.summary/1.x)
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
 

@@ -11,7 +11,7 @@ from typing import Any
 from loganalyzer.fleet.document import LOST_CAUSES
 from loganalyzer.fleet.layout import REPORT, RUNS_DIR
 from loganalyzer.fleet.storage import locate
-from loganalyzer.render.numbers import TIMES, number, percent
+from loganalyzer.render.numbers import TIMES, number, percent, plural
 
 CAUSE_NAMES = {
     "warmup": "warm-up",
@@ -226,7 +226,7 @@ def _group(group: Mapping[str, Any]) -> Group:
     summary = (
         f"{group['runs']} runs, median step {number(group['median_step_time_s'], '.4g', ' s')},"
         f" median MFU {percent(group['median_mfu'])}, {_hours(group['gpu_hours'])} GPU-hours,"
-        f" {group['regressions']} regression(s)"
+        f" {plural(group['regressions'], 'regression')}"
     )
     return Group(
         group["label"],

@@ -16,6 +16,7 @@ import polars as pl
 from loganalyzer.analysis import timed_records
 from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import peaks
+from loganalyzer.flops.fallbacks import seq_length_from_consumed
 from loganalyzer.flops.formulas import (
     FlopsResult,
     ShapeError,
@@ -89,6 +90,9 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     }
     warnings.extend(overridden(run, shape, given))
     origins.update({key: "flag" for key in [*options["shape"], *given]})
+    if shape.seq_length is None and (derived := seq_length_from_consumed(run.metrics)):
+        shape = dataclasses.replace(shape, seq_length=derived[0])
+        origins["seq_length"] = derived[1]
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.analysis.phases import ENCLOSING
+from loganalyzer.analysis.phases import parent_of, timer_values
 from loganalyzer.model import Run
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.view import Chart, ChartFacts
@@ -406,25 +406,12 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
 
 def _timers(metrics: pl.DataFrame) -> Chart | None:
     """Timer phases per record, stacked (the max across ranks where both are logged)."""
-    names = [
-        n for n in metrics["name"].unique().cast(pl.String).to_list() if n.startswith("timer/")
-    ]
-    phase_of = {
-        n: n.removeprefix("timer/").removesuffix("/max") for n in names if not n.endswith("/min")
-    }
-    if not phase_of:
+    timers = timer_values(metrics)
+    if not timers.height:
         return None
-    timers = (
-        metrics.filter(pl.col("name").cast(pl.String).is_in(list(phase_of)))
-        .select(
-            "iteration",
-            pl.col("name").cast(pl.String).replace_strict(phase_of).alias("phase"),
-            "value",
-        )
-        .group_by("iteration", "phase")
-        .agg(pl.col("value").max())
-    )
-    leaves = timers.filter(~pl.col("phase").is_in(list(ENCLOSING)))
+    logged = set(timers["phase"].unique().to_list())
+    enclosing = {parent_of(phase, logged) for phase in logged} - {None}
+    leaves = timers.filter(~pl.col("phase").is_in(list(enclosing)))  # stacked, never nested
     if leaves.height:
         timers = leaves
     iterations = timers["iteration"].unique().sort()

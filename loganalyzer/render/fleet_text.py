@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loganalyzer.fleet.document import LOST_CAUSES
-from loganalyzer.render.numbers import number, percent
+from loganalyzer.render.numbers import number, percent, plural
 
 
 def render_fleet_text(document: Mapping[str, Any]) -> str:
@@ -19,8 +19,8 @@ def render_fleet_text(document: Mapping[str, Any]) -> str:
     ]
     if totals["runs_without_gpu_hours"]:
         lines.append(
-            f"  {totals['runs_without_gpu_hours']} run(s) have no GPU count, so no GPU-hours:"
-            " index them with --num-gpus"
+            f"  {plural(totals['runs_without_gpu_hours'], 'run')} without a GPU count, so no"
+            " GPU-hours: index them with --num-gpus"
         )
     lines.append("")
     lines.append("GPU-hours lost by cause")

@@ -15,6 +15,7 @@ from loganalyzer.render.numbers import (
     ratio,
     seconds,
 )
+from loganalyzer.render.why import render_why
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -219,6 +220,7 @@ def render_summary(doc: dict[str, Any]) -> str:
     for section in (_run_section, _iterations_section, _efficiency_section, _time_section):
         lines.append("")
         lines += section(doc)
+    lines += render_why(doc)
     if doc.get("verdicts"):
         lines.append("")
         lines.append("Verdicts")

@@ -1,0 +1,189 @@
+"""Why: the causes, goodput budget, MFU waterfall and run health of a loaded run, as the plain
+objects of the summary document (schema loganalyzer.summary/1.1).
+
+One place joins the analysis (causes, budget, health) and the FLOPs layer (waterfall), so
+`summary.py` only adds the objects it returns and attaches the causes to its entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from loganalyzer.analysis import Analysis, timed_records
+from loganalyzer.analysis.causes import Causes, attribute
+from loganalyzer.analysis.events import Schedule, events_of
+from loganalyzer.analysis.goodput import Goodput, budget
+from loganalyzer.analysis.health import assess
+from loganalyzer.analysis.levers import lever_verdicts
+from loganalyzer.flops import waterfall
+from loganalyzer.flops.efficiency import Efficiency, RunFacts
+from loganalyzer.flops.formulas import tflops_per_gpu, utilisation
+from loganalyzer.model import Run
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The document's `goodput`, `waterfall` and `health` objects, the causes to attach to its
+    entries, and the verdicts that name a cause and its lever."""
+
+    causes: Causes
+    goodput: Goodput
+    waterfall: waterfall.Waterfall
+    objects: dict[str, Any]
+    verdicts: list[dict[str, str]]
+    period_causes: dict[int, str]
+
+
+def explain(
+    run: Run,
+    analysis: Analysis,
+    schedule: Schedule,
+    facts: RunFacts,
+    efficiency: Efficiency,
+    tokens_per_s: float | None,
+) -> Explanation:
+    """Causes, budget, waterfall and health of `run`."""
+    causes = attribute(analysis, run.table, run.metrics, events_of(run.metrics), schedule)
+    goodput = budget(analysis, causes, run.table, run.metrics)
+    median = analysis.step_time_s.median
+    shares = waterfall.timer_shares(run.metrics, median * 1000 if median else None)
+    steps = waterfall.build(_inputs(run, analysis, facts, efficiency, goodput, shares))
+    device = facts.gpu.accelerator.memory_gb if facts.gpu else None
+    health = assess(run.table, run.metrics, shares, device, tokens_per_s, facts.num_gpus)
+    objects = {
+        "goodput": {
+            **dataclasses.asdict(goodput),
+            "attributed": [dataclasses.asdict(cost) for cost in causes.events],
+        },
+        "waterfall": dataclasses.asdict(steps),
+        "health": dataclasses.asdict(health),
+    }
+    verdicts = lever_verdicts(causes, goodput, steps, schedule)
+    return Explanation(
+        causes,
+        goodput,
+        steps,
+        objects,
+        [dataclasses.asdict(v) for v in verdicts],
+        period_causes(analysis, causes),
+    )
+
+
+PERIODIC_CAUSES = {"checkpoint_save": "checkpoint saves", "evaluation": "evaluations"}
+
+
+def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:
+    """Per period, the cause all its slow steps share, where that is a save or an evaluation,
+    with the first one's evidence."""
+    named: dict[int, str] = {}
+    for pattern in analysis.slow.periodic:
+        found = [
+            causes.for_range(s.segment, s.iteration - s.interval + 1, s.iteration)
+            for s in analysis.slow.steps
+            if s.period_iterations == pattern.period_iterations
+        ]
+        kinds = {c.kind for c in found if c is not None}
+        if len(kinds) == 1 and (kind := kinds.pop()) in PERIODIC_CAUSES and found[0]:
+            named[pattern.period_iterations] = (
+                f"{PERIODIC_CAUSES[kind]} (first: {found[0].evidence})"
+            )
+    return named
+
+
+def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:
+    """Add a `cause` to each slow-step, stall and restart entry of `document`, by iteration
+    range, whatever other fields the entries carry."""
+    causes = explanation.causes
+    for entry in document["slow_steps"]:
+        first, last = _range(entry)
+        cause = causes.for_range(entry.get("segment") or 0, first, last)
+        entry["cause"] = dataclasses.asdict(cause) if cause else None
+    for stall in document["stalls"]:
+        cause = causes.for_stall(stall.get("segment") or 0, stall["iteration"])
+        stall["cause"] = dataclasses.asdict(cause) if cause else None
+    by_segment = {r.segment: r for r in causes.restarts}
+    for restart in document["restarts"]:
+        found = by_segment.get(int(restart["segment"]))
+        restart["cause"] = dataclasses.asdict(found.cause) if found else None
+        if found is not None:
+            restart["split"] = {
+                "startup_s": found.startup_s,
+                "checkpoint_load_s": found.checkpoint_load_s,
+                "other_gap_s": found.other_gap_s,
+                "redone_s": found.redone_s,
+            }
+
+
+def _range(entry: dict[str, Any]) -> tuple[int, int]:
+    first = entry.get("first_iteration", entry.get("start_iteration"))
+    last = entry.get("last_iteration", entry.get("end_iteration", entry["iteration"]))
+    if first is None:
+        first = entry["iteration"] - (entry.get("interval") or 1) + 1
+    return int(first), int(last)
+
+
+def _inputs(
+    run: Run,
+    analysis: Analysis,
+    facts: RunFacts,
+    efficiency: Efficiency,
+    goodput: Goodput,
+    shares: pl.DataFrame,
+) -> waterfall.Inputs:
+    peak = efficiency.peak["tflops_per_gpu"] if efficiency.peak else None
+    peak = peak if isinstance(peak, (int, float)) else None
+    mfu, source = efficiency.mfu, "recomputed FLOPs at the steady pace"
+    reported = efficiency.reported_tflops_per_gpu
+    if mfu is None and reported is not None and peak:
+        mfu = reported / peak
+        source = "the framework's printed TFLOPS/GPU over the peak, with its own FLOP count"
+    goodput_mfu = None
+    flops = efficiency.flops
+    if flops is not None and facts.num_gpus and peak and goodput.wall_s > 0:
+        iterations = int(timed_records(run.table)["interval"].sum())
+        unique = iterations - sum(r.lost_iterations for r in analysis.restarts)
+        achieved = tflops_per_gpu(flops.per_iteration * unique, goodput.wall_s, facts.num_gpus)
+        goodput_mfu = utilisation(achieved, peak)
+    median = analysis.step_time_s.median
+    return waterfall.Inputs(
+        mfu=mfu,
+        hfu=efficiency.hfu,
+        mfu_overall=efficiency.mfu_overall,
+        mfu_source=source,
+        pipeline=run.get_int("pipeline_model_parallel_size"),
+        virtual_stages=_virtual_stages(run),
+        micro_batches=_micro_batches(run, facts),
+        step_ms=median * 1000 if median else None,
+        goodput_mfu=goodput_mfu,
+        timers=shares,
+    )
+
+
+def _micro_batches(run: Run, facts: RunFacts) -> int | None:
+    """Micro-batches per pipeline per step: global batch / (micro batch × data parallel)."""
+    micro = run.get_int("micro_batch_size")
+    data = run.get_int("data_parallel_size")
+    if data is None and facts.num_gpus:
+        model = 1
+        for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
+            model *= run.get_int(key) or 1
+        model *= run.get_int("context_parallel_size") or 1
+        data = facts.num_gpus // model if facts.num_gpus % model == 0 else None
+    if not (facts.global_batch_size and micro and data):
+        return None
+    return facts.global_batch_size // (micro * data) or None
+
+
+def _virtual_stages(run: Run) -> int | None:
+    stated = run.get_int("virtual_pipeline_model_parallel_size")
+    if stated:
+        return stated
+    per_stage = run.get_int("num_layers_per_virtual_pipeline_stage")
+    layers, stages = run.get_int("num_layers"), run.get_int("pipeline_model_parallel_size")
+    if per_stage and layers and stages:
+        return layers // (stages * per_stage) or None
+    return None

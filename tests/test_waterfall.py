@@ -1,0 +1,118 @@
+"""The MFU waterfall on inputs whose truth is known, and the verdicts that name a lever."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loganalyzer.analysis import analyse
+from loganalyzer.analysis.causes import attribute
+from loganalyzer.analysis.events import Interval, Schedule, events_of
+from loganalyzer.analysis.goodput import budget
+from loganalyzer.analysis.levers import lever_verdicts
+from loganalyzer.flops.waterfall import Inputs, build
+from loganalyzer.model import empty_metrics
+from tests.analysis_factories import cumulative_timestamps, make_table
+
+
+def _timers(rows: dict[str, float]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "phase": list(rows),
+            "median_ms": list(rows.values()),
+            "share": [v / 1000 for v in rows.values()],
+        }
+    )
+
+
+def test_bubble_with_interleaving_then_communication_beyond_it() -> None:
+    """p=8, m=4, v=2: bubble 7/15 of the step; waits of 60 % leave 60 % - 46.7 % exposed."""
+    inputs = Inputs(
+        mfu=0.12,
+        hfu=0.16,
+        mfu_overall=0.11,
+        mfu_source="recomputed",
+        pipeline=8,
+        virtual_stages=2,
+        micro_batches=4,
+        step_ms=1000.0,
+        goodput_mfu=0.1,
+        timers=_timers({"forward-recv": 400.0, "embedding-grads-all-reduce": 200.0}),
+    )
+    waterfall = build(inputs)
+    names = [s.name for s in waterfall.steps]
+    assert names[:3] == ["pipeline bubble", "exposed communication", "recomputation"]
+    bubble, comm = waterfall.steps[0], waterfall.steps[1]
+    assert bubble.inputs["bubble_share"] == pytest.approx(7 / 15)
+    assert comm.inputs["c"] == pytest.approx(0.6 - 7 / 15)
+    assert comm.value_after == pytest.approx(1 - 0.6)
+    assert waterfall.steps[-1].value_after == waterfall.achieved == 0.1
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    mfu=st.floats(0.01, 0.8),
+    hfu_extra=st.floats(1.0, 1.4),
+    overall=st.floats(0.5, 1.0),
+    goodput=st.floats(0.3, 1.0),
+    pipeline=st.integers(1, 16),
+    micro=st.integers(1, 64),
+    waits=st.floats(0.0, 0.5),
+)
+def test_steps_multiply_exactly_to_the_achieved_mfu(
+    mfu: float,
+    hfu_extra: float,
+    overall: float,
+    goodput: float,
+    pipeline: int,
+    micro: int,
+    waits: float,
+) -> None:
+    inputs = Inputs(
+        mfu=mfu,
+        hfu=mfu * hfu_extra,
+        mfu_overall=mfu * overall,
+        mfu_source="recomputed",
+        pipeline=pipeline,
+        virtual_stages=None,
+        micro_batches=micro,
+        step_ms=1000.0,
+        goodput_mfu=mfu * overall * goodput,
+        timers=_timers({"backward-send": waits * 1000}),
+    )
+    waterfall = build(inputs)
+    assert waterfall.steps[0].value_before == 1.0
+    assert waterfall.achieved == inputs.goodput_mfu
+    assert waterfall.steps[-1].value_after == waterfall.achieved
+    product = math.prod(step.factor for step in waterfall.steps)
+    assert product == pytest.approx(waterfall.achieved, rel=1e-9)
+
+
+def test_no_waterfall_without_a_steady_mfu() -> None:
+    inputs = Inputs(None, None, None, "", None, None, None, None, None)
+    waterfall = build(inputs)
+    assert (waterfall.steps, waterfall.achieved) == ((), None)
+
+
+def test_checkpoint_verdict_names_the_interval_the_count_and_the_lever() -> None:
+    """The Primus case: 21 s stalls after iterations 500, 1000 and 1500, `save_interval 500`."""
+    steps = [1.0] * 1600
+    stamps = cumulative_timestamps(steps, 1, {499: 21.0, 999: 21.0, 1499: 21.0})
+    table = make_table(steps, timestamps=stamps)
+    schedule = Schedule(save=Interval(500, "save_interval 500 (primus.log:12)"))
+    metrics = empty_metrics()
+    analysis = analyse(table, metrics, configured_periods=schedule.periods())
+    causes = attribute(analysis, table, metrics, events_of(metrics), schedule)
+    goodput = budget(analysis, causes, table, metrics)
+    waterfall = build(Inputs(None, None, None, "", None, None, None, None, None))
+    (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule)
+    assert verdict.code == "CHECKPOINT_SAVE_COST"
+    assert verdict.message == (
+        "checkpoint saves every 500 iterations cost 3.8 % of the run (3 saves attributed, "
+        "21 s each at the median, 63 s in all); asynchronous saving (`--async-save`) would "
+        "hide most of it"
+    )
