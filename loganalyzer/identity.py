@@ -1,8 +1,9 @@
 """Which of the parts read belong to the same run.
 
 A run is one model on one set of GPUs. A part is one file's launches up to the next start
-from scratch: a file that holds several benchmarks (each counting from iteration 1) is
-several parts. Parts are different runs when their model shape, world size or parallelism
+from scratch or the next launch of another identity: a file that holds several benchmarks
+(each counting from iteration 1, or each of another shape) is several parts. Parts are
+different runs when their model shape, world size or parallelism
 differ (a fact only one of them states does not separate them), or when one starts from the
 beginning (its first record covers iteration 1): nothing was resumed, so it is a new run, not
 a restart. A part that continues the counter of an earlier run of the same identity (a resume
