@@ -181,7 +181,7 @@ def summary(
         from loganalyzer.render.markdown import render_markdown
         from loganalyzer.render.view import build_view
 
-        click.echo(render_markdown(build_view(document, loaded.run, charts=False)))
+        click.echo(render_markdown(build_view(document, loaded.run, charts=False, quotes=False)))
     else:
         click.echo(render_summary(document))
     if fail_under_mfu is not None:

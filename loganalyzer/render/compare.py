@@ -90,7 +90,7 @@ def build_compare(
     runs: Sequence[RunInput], *, x_axis: XAxis = "iteration", generated_at: str | None = None
 ) -> CompareView:
     """The comparison of two or more runs, against the first."""
-    views = [build_view(r.document, r.run, charts=False) for r in runs]
+    views = [build_view(r.document, r.run, charts=False, quotes=False) for r in runs]
     labels = tuple(r.label for r in runs)
     figures = []
     for key in COMPARED:

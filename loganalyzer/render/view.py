@@ -193,9 +193,12 @@ def build_view(
     *,
     generated_at: str | None = None,
     charts: bool = True,
+    quotes: bool = True,
 ) -> ReportView:
     """The report's view of a summary document; `run` supplies the tables the charts draw and
-    the log lines the slow-step table quotes (None: no charts, no quoted lines)."""
+    the log lines the slow-step table quotes (None: no charts, no quoted lines). Outputs that
+    show neither (Markdown, a comparison) pass `charts=False, quotes=False`: quoting reads the
+    logs again."""
     verdicts = _verdicts(doc)
     facts = chart_facts(doc)
     drawn: tuple[Chart, ...] = ()
@@ -220,7 +223,7 @@ def build_view(
         budget=time_budget(doc),
         budget_summary=str(_get(doc, "time", "summary") or ""),
         charts=drawn,
-        slow_steps=_slow_rows(doc, run),
+        slow_steps=_slow_rows(doc, run if quotes else None),
         slow_more=max(0, len(doc.get("slow_steps") or []) - SLOW_ROWS),
         restarts=_restarts(doc),
         stalls=_stalls(doc),
