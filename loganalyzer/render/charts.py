@@ -395,6 +395,8 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     layout = base_layout("records (log scale)", shapes=shapes, bargap=0)
     layout["xaxis"]["title"]["text"] = "seconds per iteration"
     layout["yaxis"]["type"] = "log"
+    layout["yaxis"]["dtick"] = 1  # a tick at each power of ten only
+    layout["xaxis"]["range"] = [low - width, high + width]
     return Chart(
         "chart-distribution",
         "Step-time distribution",
