@@ -18,7 +18,7 @@ import polars as pl
 from loganalyzer.analysis.phases import ENCLOSING
 from loganalyzer.model import Run
 from loganalyzer.render.downsample import keep_shape
-from loganalyzer.render.view import Chart, ChartFacts
+from loganalyzer.render.viewmodel import Chart, ChartFacts
 
 ACCENT = "#1f5f99"
 INK = "#344054"

@@ -18,7 +18,8 @@ from loganalyzer.model import Run
 from loganalyzer.render.charts import base_layout
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.numbers import TIMES, duration, number, percent
-from loganalyzer.render.view import BudgetPart, Chart, Figure, build_view, chart_facts
+from loganalyzer.render.view import build_view, chart_facts
+from loganalyzer.render.viewmodel import BudgetPart, Chart, Figure
 
 XAxis = Literal["iteration", "tokens", "time"]
 # One colour per run: the accent first, then quieter inks.

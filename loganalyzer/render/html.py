@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from markupsafe import Markup
 
-from loganalyzer.render.view import Chart, ReportView
+from loganalyzer.render.viewmodel import Chart, ReportView
 
 if TYPE_CHECKING:
     from loganalyzer.render.compare import CompareView

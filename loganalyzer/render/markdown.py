@@ -6,7 +6,7 @@ escaped so that it cannot break a table or turn into markup where the block is p
 
 from __future__ import annotations
 
-from loganalyzer.render.view import ReportView
+from loganalyzer.render.viewmodel import ReportView
 
 
 def _cell(text: str) -> str:
