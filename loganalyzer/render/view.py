@@ -235,27 +235,20 @@ def _outside_seconds(doc: Mapping[str, Any]) -> float:
 
 
 def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
-    """The wall clock split by cause: the logged time's parts, then restart gaps and stalls."""
-    goodput = doc.get("goodput")
-    if isinstance(goodput, Mapping) and isinstance(goodput.get("causes"), Sequence):
-        parts = [
-            (str(c.get("cause")), str(c.get("label", c.get("cause"))), _float(c.get("seconds")))
-            for c in goodput["causes"]
-            if isinstance(c, Mapping)
-        ]
-    else:
-        time = doc.get("time") or {}
-        lost = time.get("lost_s") or {}
-        redone = sum(_float(r.get("redone_s")) or 0.0 for r in doc.get("restarts") or ())
-        gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
-        parts = [
-            ("productive", "steady steps", _float(time.get("productive_s"))),
-            ("warmup", "warm-up", _float(lost.get("warmup"))),
-            ("slow", "slow steps", _float(lost.get("slow_steps"))),
-            ("redone", "redone work", redone),
-            ("gaps", "restart gaps", gaps),
-            ("stalls", "stalls (untimed gaps)", _float(lost.get("stalls"))),
-        ]
+    """The wall clock split by cause: the logged time's parts, then restart gaps and stalls.
+    (A finer budget by cause in the document would be read here, in place of `time`.)"""
+    time = doc.get("time") or {}
+    lost = time.get("lost_s") or {}
+    redone = sum(_float(r.get("redone_s")) or 0.0 for r in doc.get("restarts") or ())
+    gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
+    parts = [
+        ("productive", "steady steps", _float(time.get("productive_s"))),
+        ("warmup", "warm-up", _float(lost.get("warmup"))),
+        ("slow", "slow steps", _float(lost.get("slow_steps"))),
+        ("redone", "redone work", redone),
+        ("gaps", "restart gaps", gaps),
+        ("stalls", "stalls (untimed gaps)", _float(lost.get("stalls"))),
+    ]
     total = sum(s for _, _, s in parts if s)
     if total <= 0:
         return ()
