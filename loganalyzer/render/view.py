@@ -162,6 +162,8 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     lost = _lost_seconds(doc)
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     unknown_mfu = "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
+    printed = _float(_get(doc, "reported", "tflops_per_gpu"))
+    ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
     band = _reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak)
     return (
         Figure(
@@ -179,7 +181,9 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
             number(tflops, ".1f"),
             tflops,
             _severity("tflops", verdicts),
-            f"of {number(peak, 'g')} peak" if peak is not None else "peak unknown",
+            (f"of {number(peak, 'g')} peak" if peak is not None else "peak unknown")
+            + (f"; framework {number(printed, '.1f')}" if printed is not None else "")
+            + (f", ratio {number(ratio, '.3f')}{TIMES}" if printed is not None and ratio else ""),
         ),
         Figure("tokens_per_s", "tokens/s", number(tokens, ",.0f"), tokens),
         Figure(
@@ -217,7 +221,7 @@ def _reported(doc: Mapping[str, Any]) -> str:
     ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
     text = f"The framework printed {number(printed, '.1f')} TFLOPS/GPU"
     if ratio is not None:
-        text += f"; recomputed / printed = {number(ratio, '.2f')}{TIMES}"
+        text += f"; recomputed / printed = {number(ratio, '.3f')}{TIMES}"
     explanation = _get(doc, "reported", "explanation")
     return text + (f" ({explanation})" if explanation else "") + "."
 
