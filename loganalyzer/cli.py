@@ -222,7 +222,7 @@ def summary(
 
         click.echo(
             "\n\n".join(
-                render_markdown(build_view(document, loaded.run, charts=False))
+                render_markdown(build_view(document, loaded.run, charts=False, quotes=False))
                 for document, loaded in zip(documents, runs, strict=True)
             )
         )

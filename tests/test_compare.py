@@ -66,7 +66,7 @@ def test_one_run_or_mismatched_labels_is_a_usage_error(pair: list[str]) -> None:
 
 def test_without_tokens_the_faster_run_is_judged_per_step() -> None:
     from loganalyzer.render.compare import faster_sentence
-    from loganalyzer.render.view import Figure
+    from loganalyzer.render.viewmodel import Figure
 
     def headline(step: float) -> tuple[Figure, ...]:
         return (

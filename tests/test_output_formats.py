@@ -45,6 +45,7 @@ LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 NOT_FORMATS = {
     "numbers",
     "view",
+    "viewmodel",
     "charts",
     "downsample",
     "loglines",

@@ -18,7 +18,7 @@ import polars as pl
 from loganalyzer.analysis.phases import parent_of, timer_values
 from loganalyzer.model import Run
 from loganalyzer.render.downsample import keep_shape
-from loganalyzer.render.view import Chart, ChartFacts
+from loganalyzer.render.viewmodel import Chart, ChartFacts
 
 ACCENT = "#1f5f99"
 INK = "#344054"
@@ -395,6 +395,8 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     layout = base_layout("records (log scale)", shapes=shapes, bargap=0)
     layout["xaxis"]["title"]["text"] = "seconds per iteration"
     layout["yaxis"]["type"] = "log"
+    layout["yaxis"]["dtick"] = 1  # a tick at each power of ten only
+    layout["xaxis"]["range"] = [low - width, high + width]
     return Chart(
         "chart-distribution",
         "Step-time distribution",

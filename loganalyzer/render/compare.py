@@ -18,7 +18,8 @@ from loganalyzer.model import Run
 from loganalyzer.render.charts import base_layout
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.numbers import TIMES, duration, number, percent
-from loganalyzer.render.view import BudgetPart, Chart, Figure, build_view, chart_facts
+from loganalyzer.render.view import build_view, chart_facts
+from loganalyzer.render.viewmodel import BudgetPart, Chart, Figure
 
 XAxis = Literal["iteration", "tokens", "time"]
 # One colour per run: the accent first, then quieter inks.
@@ -90,7 +91,7 @@ def build_compare(
     runs: Sequence[RunInput], *, x_axis: XAxis = "iteration", generated_at: str | None = None
 ) -> CompareView:
     """The comparison of two or more runs, against the first."""
-    views = [build_view(r.document, r.run, charts=False) for r in runs]
+    views = [build_view(r.document, r.run, charts=False, quotes=False) for r in runs]
     labels = tuple(r.label for r in runs)
     figures = []
     for key in COMPARED:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from markupsafe import Markup
 
-from loganalyzer.render.view import Chart, ReportView, build_view
+from loganalyzer.render.view import build_view
+from loganalyzer.render.viewmodel import Chart, ReportView
 
 if TYPE_CHECKING:
     from loganalyzer.render.compare import CompareView

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loganalyzer.render.view import ReportView, build_view
+from loganalyzer.render.view import build_view
+from loganalyzer.render.viewmodel import ReportView
 
 
 def _cell(text: str) -> str:

@@ -1,4 +1,4 @@
-"""The report's view model: plain dataclasses built from the summary document and the run.
+"""Building the report's view model (`render.viewmodel`) from the summary document and the run.
 
 This is the one place that reads the summary document's fields by name for the HTML and
 Markdown renderers; templates only loop and branch over what it builds. Every figure shown is
@@ -10,15 +10,29 @@ older or newer schema) leaves its part of the view empty instead of failing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
+from loganalyzer.render.charts import build_charts
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
+from loganalyzer.render.viewmodel import (
+    BudgetPart,
+    Chart,
+    ChartFacts,
+    ConfigRow,
+    Figure,
+    Identity,
+    Marker,
+    ReportView,
+    Row,
+    SlowRow,
+    Span,
+    VerdictRow,
+)
 
 # Slow steps listed in the table; the rest are counted ("N more").
 SLOW_ROWS = 50
@@ -43,165 +57,22 @@ _VERDICT_TARGETS = (
 )
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One headline figure: its text as printed, the document's number behind it, and the
-    severity of the verdict that judges it (None: no verdict does)."""
-
-    key: str
-    label: str
-    text: str
-    value: float | None
-    severity: str | None = None
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class VerdictRow:
-    severity: str
-    code: str
-    message: str
-    target: str
-
-
-@dataclass(frozen=True)
-class BudgetPart:
-    """One cause in the time budget bar; `width` is its share of the bar in percent."""
-
-    key: str
-    label: str
-    seconds: float
-    text: str
-    share: str
-    width: float
-
-
-@dataclass(frozen=True)
-class Row:
-    """A table row of already-printed cells."""
-
-    cells: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SlowRow:
-    iteration: int
-    kind: str
-    time: str
-    ratio: str
-    lost: str
-    phase: str
-    location: str
-    line: str
-
-
-@dataclass(frozen=True)
-class ConfigRow:
-    name: str
-    value: str
-    provenance: str
-
-
-@dataclass(frozen=True)
-class Identity:
-    name: str
-    framework: str
-    gpus: str
-    model: str
-    dates: str
-    sources: tuple[Row, ...]
-    ignored: tuple[Row, ...]
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A flagged slow step as the step-time chart marks it."""
-
-    iteration: int
-    step_time_s: float
-    kind: str
-    hover: str
-
-
-@dataclass(frozen=True)
-class Span:
-    """An iteration range the charts shade (a sustained slowdown, redone work)."""
-
-    start: float
-    end: float
-    label: str
-
-
-@dataclass(frozen=True)
-class ChartFacts:
-    """What the charts take from the document (the series come from the run's tables)."""
-
-    pace_s: float | None
-    flops_per_iteration: float | None
-    num_gpus: int | None
-    peak_tflops: float | None
-    reference: Span | None
-    markers: tuple[Marker, ...]
-    warmup: tuple[Span, ...]
-    sustained: tuple[Span, ...]
-    restarts: tuple[Span, ...]
-    boundaries: tuple[int, ...]
-    flagged: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Chart:
-    """A chart: its anchor, title, a caption saying how to read it, and the plotly figure."""
-
-    id: str
-    title: str
-    caption: str
-    figure: dict[str, Any]
-
-    @property
-    def height(self) -> int:
-        """The figure's height in pixels, which its container keeps when the page is
-        resized for printing."""
-        return int(self.figure.get("layout", {}).get("height", 320))
-
-
-@dataclass(frozen=True)
-class ReportView:
-    title: str
-    tool_version: str
-    generated_at: str | None
-    identity: Identity
-    headline: tuple[Figure, ...]
-    reported: str
-    verdicts: tuple[VerdictRow, ...]
-    budget: tuple[BudgetPart, ...]
-    budget_summary: str
-    charts: tuple[Chart, ...]
-    slow_steps: tuple[SlowRow, ...]
-    slow_more: int
-    restarts: tuple[Row, ...]
-    stalls: tuple[Row, ...]
-    facts: tuple[ConfigRow, ...]
-    config: tuple[ConfigRow, ...]
-    formula: str
-    warnings: tuple[str, ...]
-
-
 def build_view(
     doc: Mapping[str, Any],
     run: Run | None = None,
     *,
     generated_at: str | None = None,
     charts: bool = True,
+    quotes: bool = True,
 ) -> ReportView:
     """The report's view of a summary document; `run` supplies the tables the charts draw and
-    the log lines the slow-step table quotes (None: no charts, no quoted lines)."""
+    the log lines the slow-step table quotes (None: no charts, no quoted lines). Outputs that
+    show neither (Markdown, a comparison) pass `charts=False, quotes=False`: quoting reads the
+    logs again."""
     verdicts = _verdicts(doc)
     facts = chart_facts(doc)
     drawn: tuple[Chart, ...] = ()
     if charts and run is not None:
-        from loganalyzer.render.charts import build_charts  # it imports this module
-
         drawn = build_charts(run, facts)
     shown = {chart.id for chart in drawn}
     verdicts = tuple(
@@ -220,7 +91,7 @@ def build_view(
         budget=time_budget(doc),
         budget_summary=str(_get(doc, "time", "summary") or ""),
         charts=drawn,
-        slow_steps=_slow_rows(doc, run),
+        slow_steps=_slow_rows(doc, run if quotes else None),
         slow_more=max(0, len(doc.get("slow_steps") or []) - SLOW_ROWS),
         restarts=_restarts(doc),
         stalls=_stalls(doc),
@@ -291,6 +162,8 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     lost = _lost_seconds(doc)
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     unknown_mfu = "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
+    printed = _float(_get(doc, "reported", "tflops_per_gpu"))
+    ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
     band = _reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak)
     return (
         Figure(
@@ -308,7 +181,9 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
             number(tflops, ".1f"),
             tflops,
             _severity("tflops", verdicts),
-            f"of {number(peak, 'g')} peak" if peak is not None else "peak unknown",
+            (f"of {number(peak, 'g')} peak" if peak is not None else "peak unknown")
+            + (f"; framework {number(printed, '.1f')}" if printed is not None else "")
+            + (f", ratio {number(ratio, '.3f')}{TIMES}" if printed is not None and ratio else ""),
         ),
         Figure("tokens_per_s", "tokens/s", number(tokens, ",.0f"), tokens),
         Figure(
@@ -346,7 +221,7 @@ def _reported(doc: Mapping[str, Any]) -> str:
     ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
     text = f"The framework printed {number(printed, '.1f')} TFLOPS/GPU"
     if ratio is not None:
-        text += f"; recomputed / printed = {number(ratio, '.2f')}{TIMES}"
+        text += f"; recomputed / printed = {number(ratio, '.3f')}{TIMES}"
     explanation = _get(doc, "reported", "explanation")
     return text + (f" ({explanation})" if explanation else "") + "."
 
@@ -364,27 +239,20 @@ def _outside_seconds(doc: Mapping[str, Any]) -> float:
 
 
 def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
-    """The wall clock split by cause: the logged time's parts, then restart gaps and stalls."""
-    goodput = doc.get("goodput")
-    if isinstance(goodput, Mapping) and isinstance(goodput.get("causes"), Sequence):
-        parts = [
-            (str(c.get("cause")), str(c.get("label", c.get("cause"))), _float(c.get("seconds")))
-            for c in goodput["causes"]
-            if isinstance(c, Mapping)
-        ]
-    else:
-        time = doc.get("time") or {}
-        lost = time.get("lost_s") or {}
-        redone = sum(_float(r.get("redone_s")) or 0.0 for r in doc.get("restarts") or ())
-        gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
-        parts = [
-            ("productive", "steady steps", _float(time.get("productive_s"))),
-            ("warmup", "warm-up", _float(lost.get("warmup"))),
-            ("slow", "slow steps", _float(lost.get("slow_steps"))),
-            ("redone", "redone work", redone),
-            ("gaps", "restart gaps", gaps),
-            ("stalls", "stalls (untimed gaps)", _float(lost.get("stalls"))),
-        ]
+    """The wall clock split by cause: the logged time's parts, then restart gaps and stalls.
+    (A finer budget by cause in the document would be read here, in place of `time`.)"""
+    time = doc.get("time") or {}
+    lost = time.get("lost_s") or {}
+    redone = sum(_float(r.get("redone_s")) or 0.0 for r in doc.get("restarts") or ())
+    gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
+    parts = [
+        ("productive", "steady steps", _float(time.get("productive_s"))),
+        ("warmup", "warm-up", _float(lost.get("warmup"))),
+        ("slow", "slow steps", _float(lost.get("slow_steps"))),
+        ("redone", "redone work", redone),
+        ("gaps", "restart gaps", gaps),
+        ("stalls", "stalls (untimed gaps)", _float(lost.get("stalls"))),
+    ]
     total = sum(s for _, _, s in parts if s)
     if total <= 0:
         return ()

@@ -1,0 +1,151 @@
+"""The report's view model: plain dataclasses, already printed, that templates only loop and
+branch over. `render.view` builds them from the summary document and the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure: its text as printed, the document's number behind it, and the
+    severity of the verdict that judges it (None: no verdict does)."""
+
+    key: str
+    label: str
+    text: str
+    value: float | None
+    severity: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    severity: str
+    code: str
+    message: str
+    target: str
+
+
+@dataclass(frozen=True)
+class BudgetPart:
+    """One cause in the time budget bar; `width` is its share of the bar in percent."""
+
+    key: str
+    label: str
+    seconds: float
+    text: str
+    share: str
+    width: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row of already-printed cells."""
+
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SlowRow:
+    iteration: int
+    kind: str
+    time: str
+    ratio: str
+    lost: str
+    phase: str
+    location: str
+    line: str
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    name: str
+    value: str
+    provenance: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    framework: str
+    gpus: str
+    model: str
+    dates: str
+    sources: tuple[Row, ...]
+    ignored: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A flagged slow step as the step-time chart marks it."""
+
+    iteration: int
+    step_time_s: float
+    kind: str
+    hover: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """An iteration range the charts shade (a sustained slowdown, redone work)."""
+
+    start: float
+    end: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ChartFacts:
+    """What the charts take from the document (the series come from the run's tables)."""
+
+    pace_s: float | None
+    flops_per_iteration: float | None
+    num_gpus: int | None
+    peak_tflops: float | None
+    reference: Span | None
+    markers: tuple[Marker, ...]
+    warmup: tuple[Span, ...]
+    sustained: tuple[Span, ...]
+    restarts: tuple[Span, ...]
+    boundaries: tuple[int, ...]
+    flagged: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart: its anchor, title, a caption saying how to read it, and the plotly figure."""
+
+    id: str
+    title: str
+    caption: str
+    figure: dict[str, Any]
+
+    @property
+    def height(self) -> int:
+        """The figure's height in pixels, which its container keeps when the page is
+        resized for printing."""
+        return int(self.figure.get("layout", {}).get("height", 320))
+
+
+@dataclass(frozen=True)
+class ReportView:
+    title: str
+    tool_version: str
+    generated_at: str | None
+    identity: Identity
+    headline: tuple[Figure, ...]
+    reported: str
+    verdicts: tuple[VerdictRow, ...]
+    budget: tuple[BudgetPart, ...]
+    budget_summary: str
+    charts: tuple[Chart, ...]
+    slow_steps: tuple[SlowRow, ...]
+    slow_more: int
+    restarts: tuple[Row, ...]
+    stalls: tuple[Row, ...]
+    facts: tuple[ConfigRow, ...]
+    config: tuple[ConfigRow, ...]
+    formula: str
+    warnings: tuple[str, ...]
