@@ -53,6 +53,7 @@ class Case:
 class Measurement:
     command: Command
     seconds: float  # median over the runs
+    cpu_seconds: float  # median over the runs of user + system time, all threads
     peak_rss_mb: float  # the largest over the runs
     runs: int
 
@@ -65,18 +66,20 @@ def child_argv(*args: str) -> list[str]:
 def measure(command: Command, runs: int) -> Measurement:
     """Run `command` `runs` times; median seconds, largest peak RSS."""
     times: list[float] = []
+    cpu: list[float] = []
     peaks: list[float] = []
     for _ in range(runs):
-        seconds, peak, output = _run_once(command.argv)
+        seconds, cpu_seconds, peak, output = _run_once(command.argv)
         if command.check is not None and (problem := command.check(output)):
             raise RuntimeError(f"{command.label}: wrong result: {problem}")
         times.append(_reported_seconds(output, seconds))
+        cpu.append(cpu_seconds)
         peaks.append(peak)
-    return Measurement(command, statistics.median(times), max(peaks), runs)
+    return Measurement(command, statistics.median(times), statistics.median(cpu), max(peaks), runs)
 
 
-def _run_once(argv: Sequence[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in MB and stdout of one run of `argv`."""
+def _run_once(argv: Sequence[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         start = time.perf_counter()
@@ -90,7 +93,8 @@ def _run_once(argv: Sequence[str]) -> tuple[float, float, str]:
         if process.returncode != 0:
             message = err.read().decode(errors="replace").strip().splitlines()[-3:]
             raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}: {message}")
-    return seconds, usage.ru_maxrss / 1024, output  # ru_maxrss is in KiB on Linux
+    cpu_seconds = usage.ru_utime + usage.ru_stime
+    return seconds, cpu_seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: KiB on Linux
 
 
 def _reported_seconds(output: str, wall: float) -> float:
@@ -106,6 +110,7 @@ class Row:
     what: str
     command: str
     seconds: float
+    cpu_seconds: float
     throughput: str
     peak_rss_mb: float
     ratio: str
@@ -126,6 +131,7 @@ def rows(case: Case, subject: Measurement, baselines: Sequence[Measurement]) -> 
             case.what,
             subject.command.label,
             subject.seconds,
+            subject.cpu_seconds,
             throughput(subject),
             subject.peak_rss_mb,
             "subject",
@@ -140,6 +146,7 @@ def rows(case: Case, subject: Measurement, baselines: Sequence[Measurement]) -> 
                 "",
                 base.command.label,
                 base.seconds,
+                base.cpu_seconds,
                 throughput(base),
                 base.peak_rss_mb,
                 f"{speed:.3g}× speed, {memory:.2g}× RSS",
@@ -150,7 +157,16 @@ def rows(case: Case, subject: Measurement, baselines: Sequence[Measurement]) -> 
 
 def table(all_rows: Sequence[Row]) -> str:
     """A Markdown table, so the README can hold it as printed."""
-    head = ("stage", "input", "command", "wall s", "throughput", "peak RSS MB", "subject vs this")
+    head = (
+        "stage",
+        "input",
+        "command",
+        "wall s",
+        "CPU s",
+        "throughput",
+        "peak RSS MB",
+        "subject vs this",
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in all_rows:
         cells = (
@@ -158,6 +174,7 @@ def table(all_rows: Sequence[Row]) -> str:
             r.what,
             r.command,
             f"{r.seconds:.3f}",
+            f"{r.cpu_seconds:.2f}",
             r.throughput,
             f"{r.peak_rss_mb:,.0f}",
             r.ratio,

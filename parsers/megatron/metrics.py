@@ -13,6 +13,8 @@ TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
 
 
 MEMORY = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? memory \(MB\)(.*)$"
+MEMORY_MARK = "memory (MB)"
+MEMORY_HEAD = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? $"
 
 
 CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d+)"
@@ -117,17 +119,40 @@ def _timer_rows(matched: pl.DataFrame, suffix: str, value_group: str) -> pl.Data
 
 def memory_lines(pieces: pl.DataFrame) -> pl.DataFrame:
     """`[Rank N] (after K iterations) memory (MB) | allocated: v | ...` → memory/<key>_mb."""
-    found = pieces.with_columns(m=pl.col("text").str.extract_groups(MEMORY)).filter(
-        pl.col("m").struct.field("2").is_not_null()
-    )
+    found = _memory_parts(pieces).filter(pl.col("after").is_not_null())
     return key_values(
-        found.with_columns(
-            rank=pl.coalesce(pl.col("m").struct.field("1").cast(pl.Int32), pl.col("rank")),
-            after=pl.col("m").struct.field("2").cast(pl.Int64),
-        ),
-        pl.col("m").struct.field("3"),
+        found.with_columns(rank=pl.coalesce(pl.col("own_rank"), pl.col("rank"))),
+        pl.col("fields"),
         pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb"),
     )
+
+
+def _memory_parts(pieces: pl.DataFrame) -> pl.DataFrame:
+    """`pieces` with MEMORY's groups: `own_rank`, `after` and `fields`.
+
+    A line with one `memory (MB)` is cut there and only its short head is matched (the
+    whole-line regular expression costs several times more); it matches there or nowhere.
+    Lines with several go through the whole expression.
+    """
+    text = pl.col("text")
+    single = text.str.count_matches(MEMORY_MARK, literal=True) == 1
+    at = text.str.find(MEMORY_MARK, literal=True)
+    head = text.str.slice(0, at).str.extract_groups(MEMORY_HEAD)
+    cut = pieces.filter(single).with_columns(
+        own_rank=head.struct.field("1").cast(pl.Int32),
+        after=head.struct.field("2").cast(pl.Int64),
+        fields=text.str.slice(at + len(MEMORY_MARK)),
+    )
+    whole = pieces.filter(~single)
+    if whole.height == 0:
+        return cut
+    m = pl.col("text").str.extract_groups(MEMORY)
+    matched = whole.with_columns(
+        own_rank=m.struct.field("1").cast(pl.Int32),
+        after=m.struct.field("2").cast(pl.Int64),
+        fields=m.struct.field("3"),
+    )
+    return pl.concat([cut, matched]).sort("line", "piece", maintain_order=True)
 
 
 def checkpoint_saves(pieces: pl.DataFrame) -> pl.DataFrame:

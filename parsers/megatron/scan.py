@@ -116,10 +116,10 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
     # Relaunches print the same arguments again: one row per distinct value is all the
     # config needs.
     startup = having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
+    # Most chunks have no start-up line: skip the dozen small selections that would find none.
+    found = [args, startup_facts(startup)] if startup.height else [args]
     facts = (
-        pl.concat([args, startup_facts(startup)])
-        .sort("line")
-        .unique(["key", "value"], keep="first", maintain_order=True)
+        pl.concat(found).sort("line").unique(["key", "value"], keep="first", maintain_order=True)
     )
     pieces = split_glued(other, RECORD_START)
     records = iteration_records(having(pieces, "iteration"))
