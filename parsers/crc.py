@@ -18,6 +18,8 @@ CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected: TFRecord
 CRC32_POLY = 0xEDB88320  # IEEE, reflected: zlib.crc32, the `.wandb` log
 # Bytes of record data (rows x padded length) gathered at once: bounds the batch's memory.
 BATCH_BYTES = 16 * 1024 * 1024
+# Records of one length this many or more are checked in a batch of their own.
+COMMON_LENGTH = 256
 
 U8Array = npt.NDArray[np.uint8]
 U32Array = npt.NDArray[np.uint32]
@@ -50,10 +52,17 @@ def crc_many(
         else (init ^ np.uint32(0xFFFFFFFF)).astype(np.uint32)
     )
     table = crc_table(poly)
-    # Bucket by bit length so that padding at most doubles the work of a bucket.
-    buckets = np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64)
-    for bucket in np.unique(buckets):
-        members = np.flatnonzero(buckets == bucket)
+    # Lengths shared by many records get a batch of their own (no padding); the rest are
+    # bucketed by bit length, so that padding at most doubles the work of a bucket.
+    distinct, counts = np.unique(lengths, return_counts=True)
+    common = distinct[counts >= COMMON_LENGTH]
+    groups = np.where(
+        np.isin(lengths, common),
+        lengths,
+        -1 - np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64),
+    )
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
         width = int(lengths[members].max())
         rows = max(1, BATCH_BYTES // max(width, 1))
         for first in range(0, len(members), rows):

@@ -104,15 +104,18 @@ def _wide(
     )
     mapped = rowed.filter(pl.col("name").is_in(list(COLUMNS)))
     if mapped.height:
-        values = mapped.with_columns(
-            column=pl.col("name").replace_strict(
-                {name: column for name, (column, _) in COLUMNS.items()}
-            ),
-            value=pl.col("value")
-            * pl.col("name").replace_strict(
-                {name: factor for name, (_, factor) in COLUMNS.items()}, return_dtype=pl.Float64
-            ),
-        ).pivot(on="column", index=keys, values="value", aggregate_function="first")
+        columns = sorted({COLUMNS[name][0] for name in mapped.get_column("name").unique()})
+        factor = pl.col("name").replace_strict(
+            {name: factor for name, (_, factor) in COLUMNS.items()}, return_dtype=pl.Float64
+        )
+        column = pl.col("name").replace_strict(
+            {name: column for name, (column, _) in COLUMNS.items()}
+        )
+        values = (
+            mapped.with_columns(column=column, value=pl.col("value") * factor)
+            .group_by(keys)
+            .agg(pl.col("value").filter(pl.col("column") == c).first().alias(c) for c in columns)
+        )
         table = table.join(values, on=keys, how="left", maintain_order="left")
     table = table.with_columns(
         iteration="step",

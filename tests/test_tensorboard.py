@@ -27,30 +27,59 @@ def _value(tag_index: int, step: int) -> float:
     return float(np.float32(tag_index * 1000 + step / 7))
 
 
+def _fast_masked_crc32c(data: bytes) -> int:
+    """tensorboard's masked crc32c, computed in C: the writer's own CRC is pure Python and
+    would take most of a minute for 300,000 events. Checked against it below."""
+    import crc32c
+
+    crc = crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_the_fast_crc_is_tensorboards() -> None:
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    for data in (b"", b"x", bytes(range(256)) * 3):
+        assert _fast_masked_crc32c(data) == masked_crc32c(data)
+
+
 @pytest.fixture(scope="module")
 def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """3 simple_value tags x 100,000 steps, one TF2 tensor scalar tag, text arguments."""
+    """3 simple_value tags x 100,000 steps, one TF2 tensor scalar tag, text arguments: framed
+    by tensorboard's RecordWriter (what its EventFileWriter writes through, minus the queue
+    thread), with the CRC computed in C."""
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.plugins.text.summary_v2 import text_pb
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.summary.writer import record_writer
 
-    folder = tmp_path_factory.mktemp("tb")
-    writer = EventFileWriter(str(folder))
-    writer.add_event(
-        Event(wall_time=START, step=0, summary=text_pb("num_layers/text_summary", "24"))
-    )
-    for step in range(1, STEPS + 1):
-        for index, tag in enumerate(TAGS):
-            summary = Summary(value=[Summary.Value(tag=tag, simple_value=_value(index, step))])
-            writer.add_event(Event(wall_time=START + step / 3, step=step, summary=summary))
-    tensor = Summary.Value(tag="eval/loss")
-    tensor.tensor.dtype = 1
-    tensor.tensor.float_val.append(2.5)
-    tensor.metadata.plugin_data.plugin_name = "scalars"
-    writer.add_event(Event(wall_time=START + 1, step=7, summary=Summary(value=[tensor])))
-    writer.close()
-    (path,) = folder.glob("events.out.tfevents.*")
+    path = tmp_path_factory.mktemp("tb") / "events.out.tfevents.1795000000.host.1.0"
+    own_crc = record_writer.masked_crc32c
+    record_writer.masked_crc32c = _fast_masked_crc32c
+    with path.open("wb") as stream:
+        writer = record_writer.RecordWriter(stream)
+        events = [
+            Event(wall_time=START, file_version="brain.Event:2"),
+            Event(wall_time=START, step=0, summary=text_pb("num_layers/text_summary", "24")),
+        ]
+        for event in events:
+            writer.write(event.SerializeToString())
+        event = Event()
+        value = event.summary.value.add()
+        for step in range(1, STEPS + 1):
+            event.wall_time = START + step / 3
+            event.step = step
+            for index, tag in enumerate(TAGS):
+                value.tag = tag
+                value.simple_value = _value(index, step)
+                writer.write(event.SerializeToString())
+        tensor = Summary.Value(tag="eval/loss")
+        tensor.tensor.dtype = 1
+        tensor.tensor.float_val.append(2.5)
+        tensor.metadata.plugin_data.plugin_name = "scalars"
+        last = Event(wall_time=START + 1, step=7, summary=Summary(value=[tensor]))
+        writer.write(last.SerializeToString())
+    record_writer.masked_crc32c = own_crc
     return path
 
 
@@ -84,12 +113,9 @@ def test_a_corrupt_record_mid_file_loses_only_that_record(big_file: Path, tmp_pa
     broken.write_bytes(bytes(data))
     again = frame(np.frombuffer(bytes(data), dtype=np.uint8))
     assert len(again.starts) == len(framed.starts) - 1
-    assert int(victim) not in set(np.searchsorted(framed.starts, again.starts).tolist()) or (
-        again.starts.tolist() == np.delete(framed.starts, victim).tolist()
-    )
     assert again.starts.tolist() == np.delete(framed.starts, victim).tolist()
     run = TensorBoardParser().parse(broken)
-    assert run.table.height + 0 >= STEPS - 1
+    assert run.table.height == STEPS  # the damaged event was one of three of its step
     (warning,) = run.warnings
     start = int(framed.starts[victim]) - 12
     end = int(framed.starts[victim + 1]) - 12
