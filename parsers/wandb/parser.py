@@ -116,7 +116,8 @@ def _metadata_file(path: Path) -> dict[str, object]:
 def _framing_warnings(source: str, log: LogRecords) -> list[str]:
     warnings = [
         f"{source}: bytes {hurt.start}-{hurt.end} are damaged (bad CRC or chunk header) and"
-        f" were skipped to the next block; {hurt.records_lost} records lost with them"
+        f" were skipped to the next block; {hurt.records_after} whole records after them were"
+        " kept"
         for hurt in log.damage
     ]
     if log.cut_at is not None:

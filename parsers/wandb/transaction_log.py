@@ -33,11 +33,12 @@ _TYPE_CRC = np.array([zlib.crc32(bytes([t])) for t in range(256)], dtype=np.uint
 
 @dataclass(frozen=True)
 class Damage:
-    """Bytes skipped after a damaged chunk, and the records dropped with it."""
+    """Bytes skipped after a damaged chunk, and the whole records read after them (up to the
+    next damage)."""
 
     start: int
     end: int
-    records_lost: int = 0
+    records_after: int = 0
 
 
 @dataclass
@@ -80,8 +81,8 @@ def read_log(data: U8Array) -> LogRecords:
         resume = min((bad // BLOCK + 1) * BLOCK, len(raw))
         damage.append(Damage(bad, resume))
         position = resume
-    records, offsets, lost = _assemble(raw, chunks, damage)
-    return LogRecords(records, offsets, raw[6], lost, cut_at)
+    records, offsets, counted = _assemble(raw, chunks, damage)
+    return LogRecords(records, offsets, raw[6], counted, cut_at)
 
 
 def _walk(raw: bytes, position: int) -> tuple[list[tuple[int, int, int]], int, bool]:
@@ -129,44 +130,29 @@ def _intact_prefix(data: U8Array, found: list[tuple[int, int, int]]) -> int:
 def _assemble(
     raw: bytes, chunks: list[tuple[int, int, int]], damage: list[Damage]
 ) -> tuple[list[bytes], list[int], list[Damage]]:
-    """Records from chunks; a record missing a chunk (lost to damage) is dropped and counted
-    against the damage before it."""
+    """Records from chunks; a record missing a chunk (lost to damage) is dropped."""
     records: list[bytes] = []
     offsets: list[int] = []
-    lost = [0] * len(damage)
-    starts_of_damage = [hurt.start for hurt in damage]
     parts: list[bytes] = []
     first_offset = 0
-
-    def blame(offset: int) -> None:
-        before = [i for i, start in enumerate(starts_of_damage) if start <= offset]
-        if before:
-            lost[before[-1]] += 1
-
     for start, length, kind in chunks:
         piece = raw[start : start + length]
         if kind == FULL:
-            if parts:
-                blame(start)
             parts = []
             records.append(piece)
             offsets.append(start - CHUNK_HEADER)
         elif kind == FIRST:
-            if parts:
-                blame(start)
             parts = [piece]
             first_offset = start - CHUNK_HEADER
-        elif not parts:
-            if kind == LAST:
-                blame(start)
-        else:
+        elif parts:
             parts.append(piece)
             if kind == LAST:
                 records.append(b"".join(parts))
                 offsets.append(first_offset)
                 parts = []
-    return (
-        records,
-        offsets,
-        [Damage(h.start, h.end, n) for h, n in zip(damage, lost, strict=True)],
-    )
+    bounds = [*(hurt.start for hurt in damage[1:]), len(raw) + 1][: len(damage)]
+    counted = [
+        Damage(hurt.start, hurt.end, sum(1 for at in offsets if hurt.end <= at < bound))
+        for hurt, bound in zip(damage, bounds, strict=True)
+    ]
+    return records, offsets, counted
