@@ -138,7 +138,8 @@ def main() -> None:
         speed = (ours["events"] / ours["seconds"]) / (found["events"] / found["seconds"])
         memory = found["peak_bytes"] / ours["peak_bytes"]
         print(
-            f"loganalyzer vs {name}: {speed:.1f}x the events/s, {name} peak memory {memory:.2f}x ours"
+            f"loganalyzer vs {name}: {speed:.1f}x the events/s;"
+            f" {name} peak memory {memory:.2f}x ours"
         )
 
 

@@ -20,9 +20,9 @@ from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
-from loganalyzer.registry import load_registry
+from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.text import render_summary
-from loganalyzer.sources import READ_PROGRESS
+from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 from loganalyzer.summary import build_summary
 
 
@@ -122,6 +122,11 @@ main.add_command(hardware_command)
     help="Exit 4 when the steady-state MFU is below this fraction (or unknown).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Pull W&B runs again instead of reading them from the local cache.",
+)
 @model_options
 def summary(
     sources: tuple[str, ...],
@@ -131,13 +136,18 @@ def summary(
     slow_factor: float,
     fail_under_mfu: float | None,
     quiet: bool,
+    refresh: bool,
     **facts: Any,
 ) -> None:
     """Summarise a run: config, step times, throughput, TFLOPS, MFU, slow steps, restarts.
 
     SOURCES are log files (.gz read transparently) or run directories (searched
-    recursively; files no parser recognises are listed as ignored). Model and hardware
-    options override what the logs say and fill in what they lack.
+    recursively; files no parser recognises are listed as ignored), TensorBoard event files,
+    W&B run folders, or W&B runs named wandb:ENTITY/PROJECT/RUN_ID, wandb:PROJECT/RUN_ID or
+    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; each call
+    times out after 4 s and the first contact after 4 s, a failure is one line and exit 1;
+    pulled runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
+    Model and hardware options override what the logs say and fill in what they lack.
 
     \b
     Examples:
@@ -145,17 +155,21 @@ def summary(
       loganalyzer summary logs/ --json > summary.json
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
+      loganalyzer summary runs/tb/ wandb/offline-run-20260101_120000-abc123/
+      loganalyzer summary wandb:my-team/llm/3x7k2p9q --refresh
     """
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
     token = READ_PROGRESS.set(None if quiet else _ReadProgress())
+    refreshing = REFRESH_REMOTE.set(refresh)
     try:
         loaded = load_run(
             list(sources), registry, forced_format, progress=None if quiet else _progress
         )
     finally:
         READ_PROGRESS.reset(token)
+        REFRESH_REMOTE.reset(refreshing)
     document = build_summary(
         loaded, overrides_from_options(**facts), warmup=warmup, slow_factor=slow_factor
     )
@@ -192,6 +206,7 @@ def parsers(as_json: bool) -> None:
             "description": loaded.parser.description,
             "distribution": loaded.distribution,
             "entry_point": loaded.entry_point,
+            "schemes": list(schemes_of(loaded)),
         }
         for name, loaded in sorted(registry.parsers.items())
     ]
@@ -200,6 +215,10 @@ def parsers(as_json: bool) -> None:
         return
     width = max((len(r["name"]) for r in rows), default=0)
     for row in rows:
-        click.echo(f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]")
+        schemes = "".join(f" {scheme}:" for scheme in row["schemes"])
+        click.echo(
+            f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]"
+            + (f"  schemes:{schemes}" if schemes else "")
+        )
     for name, reason in sorted(registry.broken.items()):
         click.echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")

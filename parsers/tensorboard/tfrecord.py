@@ -106,24 +106,18 @@ def _walk(buffer: memoryview, position: int) -> tuple[I64Array, I64Array, int]:
     """Follow the lengths from `position` while whole records fit; the data starts and
     lengths found, and where the walk stopped. CRCs are not checked here."""
     size = len(buffer)
-    found_starts: list[int] = []
-    found_lengths: list[int] = []
+    heads = [position]
     unpack = _LENGTH.unpack_from
-    add_start = found_starts.append
-    add_length = found_lengths.append
-    while position + HEADER <= size:
-        (length,) = unpack(buffer, position)
-        end = position + HEADER + length + FOOTER
+    add = heads.append
+    limit = size - HEADER
+    while position <= limit:
+        end = position + unpack(buffer, position)[0] + HEADER + FOOTER
         if end > size:
             break
-        add_start(position + HEADER)
-        add_length(length)
         position = end
-    return (
-        np.array(found_starts, dtype=np.int64),
-        np.array(found_lengths, dtype=np.int64),
-        position,
-    )
+        add(end)
+    bounds = np.array(heads, dtype=np.int64)
+    return bounds[:-1] + HEADER, np.diff(bounds) - HEADER - FOOTER, position
 
 
 def _intact_prefix(data: U8Array, starts: I64Array, lengths: I64Array) -> int:

@@ -14,7 +14,8 @@ from loganalyzer.parsers.run_config import config_from_values
 from loganalyzer.parsers.scalar_table import build_tables
 from loganalyzer.parsers.tensorboard.tfrecord import read_file
 from loganalyzer.parsers.wandb.history import history_frame, system_metrics
-from loganalyzer.parsers.wandb.records import RunRecords, decode_records
+from loganalyzer.parsers.wandb.records import RunRecords, decode_records, records_from_api
+from loganalyzer.parsers.wandb.remote import parse_ref, pull
 from loganalyzer.parsers.wandb.transaction_log import LogRecords, is_transaction_log, read_log
 
 
@@ -23,11 +24,15 @@ class WandbParser:
 
     name = "wandb"
     description = (
-        "W&B offline and synced run folders (run-<id>.wandb, wandb 0.16 to today): history,"
-        " config, summary, system metrics, GPU"
+        "W&B runs: offline and synced run folders (run-<id>.wandb, wandb 0.16 to today), and"
+        " runs by ID or URL through the W&B API (network; cached): history, config, summary,"
+        " system metrics, GPU"
     )
+    schemes = ("wandb", "https", "http")
 
-    def detect(self, path: Path) -> float:
+    def detect(self, path: Path | str) -> float:
+        if isinstance(path, str):
+            return 0.95 if parse_ref(path) is not None else 0.0
         if not path.is_file() or path.suffix != ".wandb":
             return 0.0
         try:
@@ -36,7 +41,9 @@ class WandbParser:
         except OSError:
             return 0.0
 
-    def parse(self, path: Path) -> Run:
+    def parse(self, path: Path | str) -> Run:
+        if isinstance(path, str):
+            return self._pull(path)
         data, _mapping = read_file(path)
         try:
             log = read_log(data)
@@ -45,6 +52,24 @@ class WandbParser:
         source = str(path)
         found = decode_records(log.records)
         return run_from_records(found, source, self.name, _framing_warnings(source, log), path)
+
+    def _pull(self, source: str) -> Run:
+        ref = parse_ref(source)
+        if ref is None:
+            raise InputError(
+                f"{source}: not a W&B run; write wandb:ENTITY/PROJECT/RUN_ID or the run's URL"
+            )
+        pulled = pull(source, ref)
+        found = records_from_api(
+            pulled.config, pulled.summary, pulled.metadata, pulled.history, pulled.state
+        )
+        notes = [f"{source}: read from the local cache (--refresh pulls it again)"] * (
+            pulled.from_cache
+        )
+        run = run_from_records(found, source, self.name, notes, None)
+        if not found.finished:
+            run.warnings.append(f"{source}: the run's state is {pulled.state!r}")
+        return run
 
 
 def run_from_records(
@@ -62,7 +87,7 @@ def run_from_records(
         )
     if found.undecodable:
         warnings.append(f"{source}: {found.undecodable} records could not be decoded; skipped")
-    if not found.finished:
+    if not found.finished and folder_of is not None:
         warnings.append(
             f"{source}: no exit record: the run was killed, crashed or is still running"
         )
@@ -74,7 +99,7 @@ def run_from_records(
     if folder_of is not None:
         environment = {**_metadata_file(folder_of), **environment}
     for key, value in environment.items():
-        config[key] = ConfigValue(value, Provenance("wandb", f"{source} wandb metadata"))
+        config[key] = ConfigValue(value, Provenance("wandb", "metadata", None))
     for key, value in found.summary.items():
         config.setdefault(f"summary/{key}", ConfigValue(value, Provenance("wandb", source)))
     for key, value in found.run.items():

@@ -97,9 +97,17 @@ def decode_records(records: list[bytes]) -> RunRecords:
 
 def _history(history: Any, index: int, found: RunRecords) -> None:
     values = {key_of(item): loads(item.value_json) for item in history.item}
+    fallback = float(history.step.num) if history.HasField("step") else None
+    history_row(values, fallback, index, found)
+
+
+def history_row(
+    values: dict[str, object], fallback_step: float | None, index: int, found: RunRecords
+) -> None:
+    """One history row's scalars into the long history; what is not a number is counted."""
     step = number(values.get("_step"))
-    if step is None and history.HasField("step"):
-        step = float(history.step.num)
+    if step is None:
+        step = fallback_step
     wall = number(values.get("_timestamp"))
     columns = found.history
     for name, value in values.items():
@@ -129,8 +137,8 @@ def _updates(updates: Any, into: dict[str, object]) -> None:
         if key.startswith("_wandb"):
             continue  # W&B's own bookkeeping
         value = loads(item.value_json)
-        if isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}:
-            value = value["value"]  # config.yaml's {desc, value} form
+        if _wrapped(value):
+            value = value["value"]  # type: ignore[index]  # config.yaml's {desc, value} form
         into[key] = value
 
 
@@ -156,3 +164,30 @@ def _stats(stats: Any, index: int, found: RunRecords) -> None:
         found.system["wall_time"].append(wall)
         found.system["value"].append(value)
         found.system["record"].append(index)
+
+
+def records_from_api(
+    config: dict[str, Any],
+    summary: dict[str, Any],
+    metadata: dict[str, Any],
+    history: list[dict[str, Any]],
+    state: str,
+) -> RunRecords:
+    """The same view of a run pulled through the public API."""
+    found = RunRecords()
+    for index, row in enumerate(history):
+        history_row(row, None, index, found)
+    for key, value in config.items():
+        if not key.startswith("_wandb"):
+            found.config[key] = value["value"] if _wrapped(value) else value
+    found.summary.update({k: v for k, v in summary.items() if not k.startswith("_wandb")})
+    if metadata.get("gpu"):
+        found.environment["gpu_name"] = metadata["gpu"]
+    if metadata.get("gpu_count"):
+        found.environment["num_gpus"] = metadata["gpu_count"]
+    found.finished = state in ("finished", "crashed", "failed", "killed")
+    return found
+
+
+def _wrapped(value: object) -> bool:
+    return isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}
