@@ -125,3 +125,29 @@ def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert elapsed < 10
     assert done.stderr.count("\n") == 1
     assert FAKE_KEY not in done.stderr
+
+
+def test_parsers_lists_the_schemes_a_parser_claims() -> None:
+    from click.testing import CliRunner
+
+    from loganalyzer.cli import main
+
+    rows = {
+        p["name"]: p
+        for p in json.loads(CliRunner().invoke(main, ["parsers", "--json"]).output)["parsers"]
+    }
+    assert rows["wandb"]["schemes"] == ["wandb", "https", "http"]
+    assert rows["tensorboard"]["schemes"] == []
+    assert "schemes: wandb: https: http:" in CliRunner().invoke(main, ["parsers"]).output
+
+
+def test_an_existing_path_is_never_taken_for_a_uri(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loganalyzer.registry import uri_readers
+
+    monkeypatch.chdir(tmp_path)
+    Path("wandb:notes").write_text("x\n")
+    assert uri_readers(load_registry(), "wandb:notes") == {}
+    assert set(uri_readers(load_registry(), "wandb:a/b")) == {"wandb"}
+    assert uri_readers(load_registry(), "C:/logs/run.log") == {}
