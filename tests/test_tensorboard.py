@@ -212,3 +212,22 @@ def test_fixture_summaries_match_golden(folder: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 0, result.output
     assert_golden(f"tensorboard/{folder.name}.json", result.stdout)
     assert not math.isnan(json.loads(result.stdout)["step_time_s"]["median"])
+
+
+def test_a_folder_of_event_files_is_one_run_with_a_segment_per_file(tmp_path: Path) -> None:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    for launch, steps in enumerate((range(1, 11), range(6, 16))):
+        writer = EventFileWriter(str(tmp_path), filename_suffix=f".{launch}")
+        for step in steps:
+            value = Summary.Value(tag="iteration-time", simple_value=0.5)
+            wall = START + launch * 100 + step
+            writer.add_event(Event(wall_time=wall, step=step, summary=Summary(value=[value])))
+        writer.close()
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["iterations"] == {"logged": 20, "first": 1, "last": 15, "segments": 2}
+    assert len(document["sources"]) == 2

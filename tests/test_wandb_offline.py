@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,17 @@ def test_fixture_summaries_match_golden(folder: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["iterations"]["logged"] == 20
     assert_golden(f"wandb/{folder.name}.json", result.stdout)
+
+
+def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path) -> None:
+    (source,) = (FIXTURES / "wandb" / "v0_16_6").glob("wandb/offline-run-*")
+    folder = tmp_path / source.name
+    shutil.copytree(source, folder)
+    (folder / "files").mkdir()
+    (folder / "files" / "wandb-metadata.json").write_text(
+        json.dumps({"gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 4})
+    )
+    run = WandbParser().parse(next(folder.glob("run-*.wandb")))
+    assert run.get("gpu_name") == "NVIDIA A100-SXM4-80GB"
+    assert run.get("num_gpus") == 4
+    assert str(run.config["gpu_name"].provenance) == "wandb metadata"
