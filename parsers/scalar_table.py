@@ -64,6 +64,11 @@ def build_tables(long: pl.DataFrame, source: str) -> Tables:
             line="record",
         )
     )
+    if table.height == 0:
+        warnings.append(
+            f"{source}: no per-iteration metric (loss, step time, learning rate, ...) was logged;"
+            f" {metrics.height} values of other names are in the long table"
+        )
     return Tables(table, metrics, framework_of(names), warnings, step_time_source)
 
 
