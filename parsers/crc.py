@@ -17,7 +17,7 @@ import numpy.typing as npt
 CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected: TFRecord
 CRC32_POLY = 0xEDB88320  # IEEE, reflected: zlib.crc32, the `.wandb` log
 # Bytes of record data (rows x padded length) gathered at once: bounds the batch's memory.
-BATCH_BYTES = 16 * 1024 * 1024
+BATCH_BYTES = 4 * 1024 * 1024
 # Records of one length this many or more are checked in a batch of their own.
 COMMON_LENGTH = 256
 
