@@ -72,23 +72,24 @@ def test_a_truncated_log_keeps_every_record_before_the_cut(
     assert any(f"ends inside a record at byte {whole.offsets[-3]}" in w for w in run.warnings)
 
 
-def test_damage_costs_only_the_records_of_its_block(offline_run: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("at", [100, BLOCK + 100, 2 * BLOCK + 3000])
+def test_damage_costs_only_the_record_it_touched(offline_run: Path, at: int) -> None:
     data = bytearray(offline_run.read_bytes())
     whole = read_log(np.frombuffer(bytes(data), dtype=np.uint8))
     assert len(data) > 3 * BLOCK
-    data[BLOCK + 100] ^= 0xFF
+    data[at] ^= 0xFF
     log = read_log(np.frombuffer(bytes(data), dtype=np.uint8))
     lost = {i for i, r in enumerate(whole.records) if r not in log.records}
     ends = [*whole.offsets[1:], len(data)]
     touched = {
         i
         for i, (start, end) in enumerate(zip(whole.offsets, ends, strict=True))
-        if start < 2 * BLOCK and end > BLOCK + 100
+        if start <= at < end
     }
-    assert lost and lost <= touched
+    assert lost == touched
     (hurt,) = log.damage
-    assert hurt.end == 2 * BLOCK
-    assert hurt.records_after == sum(1 for at in log.offsets if at >= 2 * BLOCK)
+    assert hurt.start <= at < hurt.end
+    assert hurt.records_after == sum(1 for offset in log.offsets if offset >= hurt.end)
 
 
 def test_wandb_0_16_run_folder(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -141,8 +141,7 @@ def _metadata_file(path: Path) -> dict[str, object]:
 def _framing_warnings(source: str, log: LogRecords) -> list[str]:
     warnings = [
         f"{source}: bytes {hurt.start}-{hurt.end} are damaged (bad CRC or chunk header) and"
-        f" were skipped to the next block; {hurt.records_after} whole records after them were"
-        " kept"
+        f" were skipped; {hurt.records_after} whole records after them were kept"
         for hurt in log.damage
     ]
     if log.cut_at is not None:

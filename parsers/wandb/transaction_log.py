@@ -5,9 +5,10 @@ chunks, each `u32 crc | u16 length | u8 type | data`, the CRC being zlib's crc32
 byte and the data. A record is one FULL chunk or FIRST, MIDDLE..., LAST chunks; a block's
 tail too short for a chunk header is zero padding.
 
-After a damaged chunk (bad CRC, impossible length or type) reading resumes at the next block
-boundary, where a chunk header always starts (LevelDB's own recovery); a record whose
-chunks were damaged is dropped, every other one kept. A chunk cut short by the end of the file
+After a damaged chunk (bad CRC, impossible length or type) reading resumes at the next
+position in its block where a whole chunk's CRC checks, or else at the next block boundary,
+where a chunk header always starts (LevelDB's own recovery); a record whose chunks were
+damaged is dropped, every other one kept. A chunk cut short by the end of the file
 (a run killed mid-write) keeps everything before it. CRCs are checked with numpy, all at once.
 """
 
@@ -78,7 +79,7 @@ def read_log(data: U8Array) -> LogRecords:
             break
         else:
             bad = stop
-        resume = min((bad // BLOCK + 1) * BLOCK, len(raw))
+        resume = _next_intact(data, bad + 1)
         damage.append(Damage(bad, resume))
         position = resume
     records, offsets, counted = _assemble(raw, chunks, damage)
@@ -110,6 +111,30 @@ def _walk(raw: bytes, position: int) -> tuple[list[tuple[int, int, int]], int, b
         found.append((position + CHUNK_HEADER, length, kind))
         position = end
     return found, position, False
+
+
+def _next_intact(data: U8Array, position: int) -> int:
+    """The first position from `position` on, within its block, where a chunk with a sensible
+    header and a good CRC starts; else the next block boundary (or the end). Every position
+    of the block is checked at once."""
+    size = len(data)
+    block_end = min((position // BLOCK + 1) * BLOCK, size)
+    heads = np.arange(position, max(position, block_end - CHUNK_HEADER + 1), dtype=np.int64)
+    if len(heads) == 0:
+        return block_end
+    kinds = data[heads + 6].astype(np.int64)
+    lengths = data[heads + 4].astype(np.int64) | (data[heads + 5].astype(np.int64) << 8)
+    fits = (kinds >= FULL) & (kinds <= LAST) & (heads + CHUNK_HEADER + lengths <= block_end)
+    candidates = heads[fits]
+    if len(candidates) == 0:
+        return block_end
+    expected = crc_many(
+        data, candidates + CHUNK_HEADER, lengths[fits], CRC32_POLY, init=_TYPE_CRC[kinds[fits]]
+    )
+    index = candidates[:, None] + np.arange(4, dtype=np.int64)[None, :]
+    stored = np.ascontiguousarray(data[index]).view("<u4").ravel()
+    good = np.flatnonzero(stored == expected)
+    return int(candidates[good[0]]) if len(good) else block_end
 
 
 def _intact_prefix(data: U8Array, found: list[tuple[int, int, int]]) -> int:
