@@ -25,9 +25,9 @@ from loganalyzer.commands.mfu import mfu
 from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
 from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
-from loganalyzer.registry import load_registry
+from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.numbers import percent, plural
-from loganalyzer.sources import READ_PROGRESS
+from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 
 if TYPE_CHECKING:
     from loganalyzer.load import Loaded
@@ -152,6 +152,11 @@ main.add_command(fleet_command)
     help="Sources that hold several runs: report the N-th one listed.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Pull W&B runs again instead of reading them from the local cache.",
+)
 @debug_option
 @model_options
 def summary(
@@ -165,13 +170,18 @@ def summary(
     split_runs: bool,
     run_number: int | None,
     quiet: bool,
+    refresh: bool,
     **facts: Any,
 ) -> None:
     """Summarise a run: config, step times, throughput, TFLOPS, MFU, slow steps, restarts.
 
     SOURCES are log files (.gz read transparently) or run directories (searched
-    recursively; files no parser recognises are listed as ignored). Model and hardware
-    options override what the logs say and fill in what they lack.
+    recursively; files no parser recognises are listed as ignored), TensorBoard event files,
+    W&B run folders, or W&B runs named wandb:ENTITY/PROJECT/RUN_ID, wandb:PROJECT/RUN_ID or
+    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; each call
+    times out after 4 s and the first contact after 4 s, a failure is one line and exit 1;
+    pulled runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
+    Model and hardware options override what the logs say and fill in what they lack.
 
     Sources that hold several runs (a different model shape, GPU count or parallelism, or an
     iteration counter that starts again from 1) are refused with the runs listed (exit 1):
@@ -185,6 +195,8 @@ def summary(
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
       loganalyzer summary benchmarks/ --split-runs --gpu v100-sxm2
+      loganalyzer summary runs/tb/ wandb/offline-run-20260101_120000-abc123/
+      loganalyzer summary wandb:my-team/llm/3x7k2p9q --refresh
     """
     from loganalyzer.identity import describe_runs
     from loganalyzer.load import load_runs
@@ -195,12 +207,14 @@ def summary(
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
     token = READ_PROGRESS.set(None if quiet else _ReadProgress())
+    refreshing = REFRESH_REMOTE.set(refresh)
     try:
         runs = load_runs(
             list(sources), registry, forced_format, progress=None if quiet else _progress
         )
     finally:
         READ_PROGRESS.reset(token)
+        REFRESH_REMOTE.reset(refreshing)
     runs = _chosen_runs(runs, sources, split_runs, run_number)
     options = overrides_from_options(**facts)
     documents = [
@@ -294,6 +308,7 @@ def parsers(as_json: bool) -> None:
             "description": loaded.parser.description,
             "distribution": loaded.distribution,
             "entry_point": loaded.entry_point,
+            "schemes": list(schemes_of(loaded)),
         }
         for name, loaded in sorted(registry.parsers.items())
     ]
@@ -302,6 +317,10 @@ def parsers(as_json: bool) -> None:
         return
     width = max((len(r["name"]) for r in rows), default=0)
     for row in rows:
-        click.echo(f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]")
+        schemes = "".join(f" {scheme}:" for scheme in row["schemes"])
+        click.echo(
+            f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]"
+            + (f"  schemes:{schemes}" if schemes else "")
+        )
     for name, reason in sorted(registry.broken.items()):
         click.echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")

@@ -11,7 +11,7 @@ from loganalyzer.errors import InputError, SeveralRunsError, UnrecognisedSourceE
 from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
-from loganalyzer.registry import Registry, choose, format_scores, scores
+from loganalyzer.registry import Registry, choose, choose_uri, format_scores, scores, uri_readers
 from loganalyzer.sources import check_readable, expand_sources
 
 
@@ -61,9 +61,16 @@ def load_runs(
     """
     if forced_format is not None:
         registry.get(forced_format)  # an unknown name fails before anything is read
+    uris = [n for n in names if uri_readers(registry, n)]
+    names = [n for n in names if n not in uris]
     explicit = {Path(n) for n in names if not Path(n).is_dir()}
     runs: list[Run] = []
     ignored: list[Ignored] = []
+    for uri in uris:  # sources a parser claims by scheme (a W&B run ID): read as named
+        reader = choose_uri(registry, uri)
+        if progress is not None:
+            progress(f"reading {uri} ({reader.name})")
+        runs.append(reader.parse(uri))
     for path in expand_sources(names):
         if path in explicit:
             check_readable(path)
@@ -87,7 +94,7 @@ def load_runs(
             ignored.append(Ignored(str(path), str(exc)))
     if not runs:
         raise InputError(
-            f"{', '.join(names)}: no file any parser could read"
+            f"{', '.join([*uris, *names])}: no file any parser could read"
             + (f" ({len(ignored)} ignored)" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )

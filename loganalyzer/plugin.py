@@ -23,6 +23,14 @@ The entry point may name a class (instantiated without arguments) or an instance
     they never derive FLOPs, MFU or slow steps. Raise ``loganalyzer.errors.InputError`` with a
     one-line message naming the file (and line) for unreadable input; put anything skipped or
     assumed in ``Run.warnings``.
+``schemes`` (optional)
+    URI schemes of sources that are not paths and that this parser may read, e.g.
+    ``("wandb", "https")`` for ``wandb:ENTITY/PROJECT/RUN_ID`` and W&B run URLs (an MLflow or
+    Neptune parser would list its own). A source written ``SCHEME:...`` with a scheme some
+    parser lists is never looked up as a path: it is handed, as the string the user typed,
+    to ``detect(source)`` and ``parse(source)`` of the parsers listing that scheme, and the
+    most confident one reads it. Such a parser may use the network (with bounded timeouts)
+    and must say so in its description.
 """
 
 from __future__ import annotations
@@ -44,3 +52,15 @@ class Parser(Protocol):
     def detect(self, path: Path) -> float: ...
 
     def parse(self, path: Path) -> Run: ...
+
+
+@runtime_checkable
+class UriParser(Protocol):
+    """A parser that also reads sources named by URI (see ``schemes`` above)."""
+
+    name: str
+    schemes: tuple[str, ...]
+
+    def detect(self, source: str) -> float: ...
+
+    def parse(self, source: str) -> Run: ...

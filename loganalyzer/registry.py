@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from loganalyzer.errors import UnrecognisedSourceError
-from loganalyzer.plugin import Parser
+from loganalyzer.plugin import Parser, UriParser
+
+# `scheme:` at the start of a source; two letters at least, so `C:\\logs` stays a path.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
 ENTRY_POINT_GROUP = "loganalyzer.parsers"
 
@@ -86,3 +90,43 @@ def choose(registry: Registry, path: Path) -> str | None:
 def format_scores(found: dict[str, float]) -> str:
     """Scores as 'name=0.90, other=0.00' for messages."""
     return ", ".join(f"{name}={score:.2f}" for name, score in sorted(found.items()))
+
+
+def schemes_of(loaded: LoadedParser) -> tuple[str, ...]:
+    """The URI schemes a parser claims (none for a parser of files only)."""
+    parser = loaded.parser
+    return tuple(parser.schemes) if isinstance(parser, UriParser) else ()
+
+
+def uri_readers(registry: Registry, source: str) -> dict[str, UriParser]:
+    """The parsers that list the scheme `source` starts with; empty when it is a path."""
+    found = _SCHEME.match(source)
+    if found is None or Path(source).exists():
+        return {}
+    scheme = found.group(1).lower()
+    readers: dict[str, UriParser] = {}
+    for name, loaded in registry.parsers.items():
+        parser: object = loaded.parser
+        if isinstance(parser, UriParser) and scheme in schemes_of(loaded):
+            readers[name] = parser
+    return readers
+
+
+def choose_uri(registry: Registry, source: str) -> UriParser:
+    """The parser that reads a URI source, by the same rules as files."""
+    readers = uri_readers(registry, source)
+    found: dict[str, float] = {}
+    for name, parser in readers.items():
+        try:
+            found[name] = max(0.0, min(1.0, float(parser.detect(source))))
+        except Exception:  # detect() must never raise
+            found[name] = 0.0
+    best = max(found.values(), default=0.0)
+    winners = sorted(name for name, score in found.items() if score == best and best > 0)
+    if len(winners) != 1:
+        claim = "claim it equally" if winners else "recognises it"
+        raise UnrecognisedSourceError(
+            f"{source}: {'parsers ' + ', '.join(winners) if winners else 'no parser'} {claim}"
+            f" ({format_scores(found)}); see `loganalyzer parsers` for the schemes read"
+        )
+    return readers[winners[0]]

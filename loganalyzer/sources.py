@@ -25,6 +25,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 READ_PROGRESS: ContextVar[Callable[[Path, int, int | None], None] | None] = ContextVar(
     "read_progress", default=None
 )
+# Set by `--refresh`: sources that are kept in a local cache (a W&B run) are fetched again.
+REFRESH_REMOTE: ContextVar[bool] = ContextVar("refresh_remote", default=False)
 
 
 def open_binary(path: Path) -> BinaryIO:

@@ -1,0 +1,245 @@
+"""Decoding TensorBoard events into a long table of scalars, and the text summaries.
+
+Most events in a training run's file are one `simple_value` scalar each (what torch's
+SummaryWriter, Megatron, DeepSpeed and HF Trainer write), and they all have the same
+protobuf layout: `wall_time, step, summary{value{tag, simple_value}}`. Those are decoded with
+numpy, all at once; every other event (the file-version header, TF2 tensor scalars, text,
+hyper-parameters, histograms) goes through the protobuf classes one by one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from loganalyzer.parsers.crc import I64Array, U8Array
+from loganalyzer.parsers.tensorboard.tfrecord import Framed
+
+# The columns of the scalar table, one row per (event, scalar value).
+SCALAR_SCHEMA = {
+    "tag": pl.String(),
+    "step": pl.Int64(),
+    "wall_time": pl.Float64(),
+    "value": pl.Float64(),
+    "record": pl.Int64(),
+}
+VARINT_BYTES = 10
+# Records decoded at once: large enough for numpy to pay, small enough for the cache.
+BATCH_RECORDS = 1 << 18
+_WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
+# DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
+_TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
+DT_STRING = 7
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text summary: Megatron's arguments, HF Trainer's `args` and `model_config`."""
+
+    tag: str
+    step: int
+    text: str
+    record: int
+
+
+@dataclass
+class Decoded:
+    """A file's scalars (long, in record order), texts, hyper-parameters, and what was not
+    a scalar or text (counted by kind, so that a warning can say what was not read)."""
+
+    scalars: pl.DataFrame
+    texts: list[Text] = field(default_factory=list)
+    hparams: dict[str, tuple[object, int]] = field(default_factory=dict)
+    other: Counter[str] = field(default_factory=Counter)
+    undecodable: int = 0
+
+
+def decode(framed: Framed) -> Decoded:
+    """Every event of a framed file, `BATCH_RECORDS` at a time (bounded memory)."""
+    fast_frames = []
+    slow = []
+    for first in range(0, len(framed.starts), BATCH_RECORDS):
+        part = slice(first, first + BATCH_RECORDS)
+        batch = Framed(framed.data, framed.starts[part], framed.lengths[part])
+        fast, frame = _simple_scalars(batch)
+        fast_frames.append(frame.with_columns(pl.col("record") + first))
+        slow.append(np.flatnonzero(~fast) + first)
+    decoded = _one_by_one(framed, np.concatenate(slow) if slow else np.zeros(0, np.int64))
+    scalars = pl.concat([*fast_frames, decoded.scalars]).sort("record")
+    decoded.scalars = scalars
+    return decoded
+
+
+def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
+    """Which records have the one-simple-value layout, and their scalars, decoded at once."""
+    data, starts, lengths = framed.data, framed.starts, framed.lengths
+    count = len(starts)
+    if count == 0:
+        return np.zeros(0, dtype=bool), pl.DataFrame(schema=SCALAR_SCHEMA)
+    ok = (lengths >= 9 + 2 + 2 + 2 + 5) & (_at(data, starts, 0) == _WALL_TIME)
+    wall = _f8(data, starts + 1)
+    has_step = _at(data, starts, 9) == _STEP
+    step, step_bytes = _varint(data, starts + 10)
+    position = 9 + np.where(has_step, 1 + step_bytes, 0)
+    step = np.where(has_step, step, 0)
+    ok &= _at(data, starts, position) == _SUMMARY
+    summary_length = _at(data, starts, position + 1).astype(np.int64)
+    ok &= (summary_length < 0x80) & (summary_length == lengths - position - 2)
+    ok &= _at(data, starts, position + 2) == _VALUE
+    value_length = _at(data, starts, position + 3).astype(np.int64)
+    ok &= (value_length < 0x80) & (value_length == lengths - position - 4)
+    ok &= _at(data, starts, position + 4) == _TAG
+    tag_length = _at(data, starts, position + 5).astype(np.int64)
+    ok &= tag_length < 0x80
+    tag_start = position + 6
+    ok &= (_at(data, starts, tag_start + tag_length) == _SIMPLE) & (
+        tag_start + tag_length + 5 == lengths
+    )
+    index = np.flatnonzero(ok)
+    if len(index) == 0:
+        return ok, pl.DataFrame(schema=SCALAR_SCHEMA)
+    values = _f4(data, starts[index] + tag_start[index] + tag_length[index] + 1)
+    tags = _tags(data, starts[index] + tag_start[index], tag_length[index])
+    frame = pl.DataFrame(
+        {
+            "tag": tags,
+            "step": step[index].astype(np.int64),
+            "wall_time": wall[index],
+            "value": values.astype(np.float64),
+            "record": index.astype(np.int64),
+        },
+        schema=SCALAR_SCHEMA,
+    )
+    return ok, frame
+
+
+def _at(data: U8Array, starts: I64Array, offset: I64Array | int) -> U8Array:
+    """The byte at `starts + offset` of each record (0 past the end of the data)."""
+    where = starts + offset
+    inside = where < len(data)
+    return np.where(inside, data[np.minimum(where, len(data) - 1)], 0).astype(np.uint8)
+
+
+def _gather(data: U8Array, at: I64Array, width: int) -> U8Array:
+    index = at[:, None] + np.arange(width, dtype=np.int64)[None, :]
+    np.clip(index, 0, len(data) - 1, out=index)
+    return np.ascontiguousarray(data[index])
+
+
+def _f8(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float64]]:
+    values: np.ndarray[Any, np.dtype[np.float64]] = _gather(data, at, 8).view("<f8").ravel()
+    return values
+
+
+def _f4(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float32]]:
+    values: np.ndarray[Any, np.dtype[np.float32]] = _gather(data, at, 4).view("<f4").ravel()
+    return values
+
+
+def _varint(data: U8Array, at: I64Array) -> tuple[I64Array, I64Array]:
+    """Protobuf varints at each offset: their values (int64, as protobuf's int64 reads them)
+    and how many bytes each took."""
+    raw = _gather(data, at, VARINT_BYTES)
+    ends = raw < 0x80
+    length = np.where(ends.any(axis=1), ends.argmax(axis=1) + 1, VARINT_BYTES).astype(np.int64)
+    used = np.arange(VARINT_BYTES)[None, :] < length[:, None]
+    parts = (raw & 0x7F).astype(np.uint64) * used
+    shifts = (7 * np.arange(VARINT_BYTES, dtype=np.uint64))[None, :]
+    value = np.bitwise_or.reduce(parts << shifts, axis=1)
+    return value.view(np.int64), length
+
+
+def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
+    """Each record's tag as a string; the few distinct tags are decoded once each."""
+    width = int(lengths.max()) if len(lengths) else 0
+    matrix = _gather(data, at, max(width, 1))
+    matrix[np.arange(max(width, 1))[None, :] >= lengths[:, None]] = 0
+    rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, matrix.shape[1]))).ravel()
+    distinct, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    names = [
+        row.tobytes()[: int(length)].decode("utf-8", errors="replace")
+        for row, length in zip(distinct, lengths[first], strict=True)
+    ]
+    return pl.Series("tag", names, dtype=pl.String).gather(pl.Series(inverse.ravel()))
+
+
+def _one_by_one(framed: Framed, records: I64Array) -> Decoded:
+    """The events that are not one simple value, through the protobuf classes."""
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    decoded = Decoded(pl.DataFrame(schema=SCALAR_SCHEMA))
+    rows: dict[str, list[Any]] = {name: [] for name in SCALAR_SCHEMA}
+    for record in records.tolist():
+        try:
+            event = Event.FromString(framed.record(record))
+        except Exception:  # a record whose CRC checks but is not an Event: counted, not fatal
+            decoded.undecodable += 1
+            continue
+        if not event.HasField("summary"):
+            continue
+        for value in event.summary.value:
+            kind = value.WhichOneof("value")
+            plugin = value.metadata.plugin_data.plugin_name
+            if kind == "simple_value":
+                number: float | None = value.simple_value
+            elif kind == "tensor" and plugin == "text":
+                decoded.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
+                continue
+            elif kind == "tensor" and plugin == "hparams":
+                _hparams(value.metadata.plugin_data.content, record, decoded.hparams)
+                continue
+            elif kind == "tensor":
+                number = _tensor_scalar(value.tensor)
+            else:
+                number = None
+            if number is None:
+                decoded.other[plugin or kind or "empty"] += 1
+                continue
+            rows["tag"].append(value.tag)
+            rows["step"].append(event.step)
+            rows["wall_time"].append(event.wall_time)
+            rows["value"].append(number)
+            rows["record"].append(record)
+    decoded.scalars = pl.DataFrame(rows, schema=SCALAR_SCHEMA)
+    return decoded
+
+
+def _tensor_scalar(tensor: Any) -> float | None:
+    """A TF2 scalar tensor's value (float_val, double_val, int_val or tensor_content); None
+    for anything with more than one element."""
+    if any(dim.size != 1 for dim in tensor.tensor_shape.dim):
+        return None
+    for values in (tensor.float_val, tensor.double_val, tensor.int64_val, tensor.int_val):
+        if len(values) == 1:
+            return float(values[0])
+    dtype = _TENSOR_DTYPES.get(tensor.dtype)
+    if dtype is not None and tensor.tensor_content:
+        array = np.frombuffer(tensor.tensor_content, dtype=dtype)
+        return float(array[0]) if array.size == 1 else None
+    return None
+
+
+def _text(tensor: Any) -> str:
+    if tensor.dtype == DT_STRING:
+        return "\n".join(s.decode("utf-8", errors="replace") for s in tensor.string_val)
+    return ""
+
+
+def _hparams(content: bytes, record: int, into: dict[str, tuple[object, int]]) -> None:
+    """torch's `add_hparams` writes the values in the hparams plugin's session-start record."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    try:
+        data = plugin_data_pb2.HParamsPluginData.FromString(content)
+    except Exception:
+        return
+    if not data.HasField("session_start_info"):
+        return
+    for name, value in data.session_start_info.hparams.items():
+        kind = value.WhichOneof("kind")
+        if kind is not None:
+            into[name] = (getattr(value, kind), record)

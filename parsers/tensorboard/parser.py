@@ -1,0 +1,156 @@
+"""The TensorBoard plugin: detection, and one event file into a Run.
+
+A folder of event files is read file by file (the loader expands folders) and merged as one
+run, each file a segment, as restarts write a new file.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from loganalyzer.errors import InputError
+from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.parsers.run_config import config_from_values
+from loganalyzer.parsers.scalar_table import build_tables
+from loganalyzer.parsers.tensorboard.events import Decoded, Text, decode
+from loganalyzer.parsers.tensorboard.tfrecord import Framed, frame, read_file
+
+FILE_MARKER = "tfevents"
+# Text summaries holding JSON objects of settings (HF Trainer's TensorBoardCallback).
+JSON_TEXTS = ("args/text_summary", "model_config/text_summary")
+TEXT_SUFFIX = "/text_summary"
+
+
+class TensorBoardParser:
+    """TensorBoard event files (the plugin API is in loganalyzer.plugin)."""
+
+    name = "tensorboard"
+    description = (
+        "TensorBoard event files: every scalar (simple and TF2 tensor), text and hparams "
+        "(Megatron-LM, DeepSpeed monitor, HF Trainer, torchtitan, Lightning)"
+    )
+
+    def detect(self, path: Path) -> float:
+        if not path.is_file():
+            return 0.0
+        try:
+            with path.open("rb") as stream:
+                head = stream.read(64)
+        except OSError:
+            return 0.0
+        if len(head) < 16 or not _first_record_is_event(head):
+            return 0.0
+        return 0.95 if FILE_MARKER in path.name else 0.8
+
+    def parse(self, path: Path) -> Run:
+        data, _mapping = read_file(path)
+        framed = frame(data)
+        if len(framed.starts) == 0:
+            raise InputError(f"{path}: no intact TensorBoard record; is it an event file?")
+        decoded = decode(framed)
+        source = str(path)
+        long = decoded.scalars.select(
+            name="tag", step="step", wall_time="wall_time", value="value", record="record"
+        )
+        tables = build_tables(long, source)
+        warnings = _framing_warnings(source, framed) + tables.warnings
+        warnings += _decode_warnings(source, decoded)
+        config, config_warnings = _config(source, decoded)
+        warnings += config_warnings
+        if tables.step_time_source:
+            config["step_time_source"] = ConfigValue(
+                tables.step_time_source, Provenance("tensorboard", source)
+            )
+        return Run(
+            framework=tables.framework or "tensorboard",
+            config=config,
+            table=tables.table,
+            metrics=tables.metrics,
+            sources=[SourceInfo(source, self.name, tables.table.height)],
+            warnings=warnings,
+        )
+
+
+def _first_record_is_event(head: bytes) -> bool:
+    """The first record's length CRC checks and its data starts like an Event."""
+    import numpy as np
+
+    from loganalyzer.parsers.crc import CRC32C_POLY, crc_many, masked_crc32c
+
+    data = np.frombuffer(head, dtype=np.uint8)
+    crc = masked_crc32c(
+        crc_many(data, np.array([0], dtype=np.int64), np.array([8], dtype=np.int64), CRC32C_POLY)
+    )
+    return bool(struct.unpack_from("<I", head, 8)[0] == int(crc[0])) and head[12] == 0x09
+
+
+def _framing_warnings(source: str, framed: Framed) -> list[str]:
+    warnings = [
+        f"{source}: bytes {hurt.start}-{hurt.end} are damaged (bad CRC or length) and were"
+        f" skipped; {hurt.records_after} intact records after them were kept"
+        for hurt in framed.damage
+    ]
+    if framed.cut_at is not None:
+        warnings.append(
+            f"{source}: the file ends inside a record at byte {framed.cut_at} (written while"
+            f" the job was killed?); the {len(framed.starts)} records before it were read"
+        )
+    return warnings
+
+
+def _decode_warnings(source: str, decoded: Decoded) -> list[str]:
+    warnings = []
+    if decoded.other:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(decoded.other.items()))
+        warnings.append(f"{source}: summaries that are not scalars or text were not read: {kinds}")
+    if decoded.undecodable:
+        warnings.append(
+            f"{source}: {decoded.undecodable} records with good CRCs are not TensorBoard events"
+            " and were skipped"
+        )
+    return warnings
+
+
+def _config(source: str, decoded: Decoded) -> tuple[dict[str, ConfigValue], list[str]]:
+    """Config from the text summaries (Megatron: one per argument; HF Trainer: JSON objects)
+    and torch's hparams, each value traced to its file, tag and step."""
+    config: dict[str, ConfigValue] = {}
+    warnings: list[str] = []
+    plain: dict[str, tuple[str, Text]] = {}
+    for text in decoded.texts:
+        if text.tag in JSON_TEXTS:
+            try:
+                values = json.loads(text.text)
+            except ValueError:
+                warnings.append(f"{source}: text summary {text.tag!r} is not JSON; not read")
+                continue
+            if isinstance(values, dict):
+                found, more = config_from_values(values, _provenance(source, text))
+                warnings += more
+                for key, value in found.items():
+                    config.setdefault(key, value)
+        elif text.tag.endswith(TEXT_SUFFIX):
+            plain.setdefault(text.tag.removesuffix(TEXT_SUFFIX), (text.text, text))
+    if plain:
+        args = {key: value for key, (value, _) in plain.items()}
+        found, more = config_from_values(
+            args, lambda key: _provenance(source, plain[key][1]) if key in plain else _any(source)
+        )
+        warnings += more
+        for key, value in found.items():
+            config.setdefault(key, value)
+    for key, (value, record) in decoded.hparams.items():
+        config.setdefault(
+            key, ConfigValue(value, Provenance("tensorboard", f"{source} hparams record {record}"))
+        )
+    return config, warnings
+
+
+def _provenance(source: str, text: Text) -> Provenance:
+    return Provenance("tensorboard", f"{source} tag {text.tag!r} step {text.step}")
+
+
+def _any(source: str) -> Provenance:
+    return Provenance("tensorboard", f"{source} text summaries")
