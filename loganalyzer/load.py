@@ -10,7 +10,7 @@ from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, format_scores, scores
-from loganalyzer.sources import check_readable, expand_sources
+from loganalyzer.sources import READ_NOTES, check_readable, expand_sources
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,18 @@ def load_run(
             continue
         if progress is not None:
             progress(f"reading {path} ({name})")
+        notes: list[str] = []
+        token = READ_NOTES.set(notes)
         try:
-            runs.append(registry.get(name).parse(path))
+            run = registry.get(name).parse(path)
+            run.warnings.extend(notes)
+            runs.append(run)
         except InputError as exc:
             if path in explicit:
                 raise
             ignored.append(Ignored(str(path), str(exc)))
+        finally:
+            READ_NOTES.reset(token)
     if not runs:
         raise InputError(
             f"{', '.join(names)}: no file any parser could read"

@@ -16,6 +16,7 @@ from loganalyzer.analysis import timed_records
 from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import peaks
 from loganalyzer.flops.formulas import (
+    RECOMPUTE,
     FlopsResult,
     ShapeError,
     achieved,
@@ -89,7 +90,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
-    recompute = given.get("recompute") or run.get("recompute")
+    recompute = given.get("recompute") or _logged_recompute(run, warnings)
     return RunFacts(
         shape=shape,
         global_batch_size=batch,
@@ -104,6 +105,19 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         origins=origins,
         warnings=tuple(warnings),
     )
+
+
+def _logged_recompute(run: Run, warnings: list[str]) -> object:
+    """The log's recomputation, when it is one of the kinds the FLOPs know (a damaged or
+    unfamiliar value is reported, not trusted)."""
+    found = run.config.get("recompute")
+    if found is None or found.value in RECOMPUTE:
+        return None if found is None else found.value
+    warnings.append(
+        f"{found.provenance}: recompute {str(found.value)[:80]!r} is not one of "
+        f"{', '.join(RECOMPUTE)}; ignored (pass --recompute)"
+    )
+    return None
 
 
 def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:

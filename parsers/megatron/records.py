@@ -68,8 +68,9 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         rest=rest,
         timestamp=to_timestamp(stamp),
         naive_stamp=stamp.is_not_null() & ~stamp.str.contains(r"(?:Z|[+-]\d\d:?\d\d)$"),
-        # copies of one line printed by several ranks or nodes share this key
-        key=pl.struct("launch", head.struct.field("1"), rest).hash(),
+        # copies of one line printed by several ranks or nodes share this key; a redone
+        # iteration that printed the same values at another time is not a copy
+        key=pl.struct("launch", head.struct.field("1"), rest, stamp).hash(),
     )
 
 
