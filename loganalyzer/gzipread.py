@@ -16,8 +16,10 @@ from typing import BinaryIO
 
 MEMBER_HEADER = b"\x1f\x8b\x08"
 READ_BYTES = 1 << 20
-# Decompressed a piece at a time: a corrupt piece loses its own output only.
+# Decompressed a piece at a time; a corrupt piece is decompressed again in small steps to
+# keep what precedes the damage.
 PIECE_BYTES = 64 * 1024
+SALVAGE_BYTES = 256
 
 
 class DamagedGzipReader(io.RawIOBase):
@@ -88,10 +90,14 @@ class DamagedGzipReader(io.RawIOBase):
 
     def _inflate_piece(self, inflate: zlib._Decompress) -> None:
         piece, rest = self._pending[:PIECE_BYTES], self._pending[PIECE_BYTES:]
+        before = inflate.copy()
         try:
             self._out = inflate.decompress(piece)
         except zlib.error as exc:
-            self._note(f"corrupt compressed data ({exc}) at compressed offset {self._offset}")
+            self._out, good = _salvage(before, piece)
+            self._note(
+                f"corrupt compressed data ({exc}) at compressed offset {self._offset + good}"
+            )
             self._start_scan(skip=1)  # past this member's own header
             return
         if inflate.eof:
@@ -140,3 +146,16 @@ class DamagedGzipReader(io.RawIOBase):
                 f"the compressed data ends early at offset {self._offset} (the file was cut "
                 "short); everything before it is kept"
             )
+
+
+def _salvage(inflate: zlib._Decompress, piece: bytes) -> tuple[bytes, int]:
+    """What `piece` decompresses to before its damage, and the compressed bytes that gave it."""
+    kept: list[bytes] = []
+    good = 0
+    for start in range(0, len(piece), SALVAGE_BYTES):
+        try:
+            kept.append(inflate.decompress(piece[start : start + SALVAGE_BYTES]))
+        except zlib.error:
+            break
+        good = start
+    return b"".join(kept), good

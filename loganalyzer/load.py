@@ -48,6 +48,12 @@ def load_run(
     runs: list[Run] = []
     ignored: list[Ignored] = []
     for path in expand_sources(names):
+        if not path.is_file():  # reading a FIFO or a device could block or never end
+            reason = "not a regular file (a pipe, socket, device, or a broken or looping link)"
+            if path in explicit:
+                raise InputError(f"{path}: {reason}; save its content to a file and name that")
+            ignored.append(Ignored(str(path), reason))
+            continue
         if path in explicit:
             check_readable(path)
         name = forced_format or choose(registry, path)

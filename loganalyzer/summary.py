@@ -33,6 +33,11 @@ def build_summary(
     run = loaded.run
     warnings = list(run.warnings)
     analysis = analyse(run.table, run.metrics, warmup=warmup, slow_factor=slow_factor)
+    if untimed := analysis.records - analysis.timed_records:
+        warnings.append(
+            f"{untimed} of {analysis.records} records have no usable step time (missing, nan, "
+            "inf, zero or negative): they are counted, not timed"
+        )
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
