@@ -21,6 +21,7 @@ from loganalyzer.commands.options import model_options, overrides_from_options
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.text import render_summary
 from loganalyzer.sources import READ_PROGRESS
 from loganalyzer.summary import build_summary
@@ -35,7 +36,7 @@ class _Group(click.Group):
         except LogAnalyzerError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(terminal_safe(f"Error: {exc}"), err=True)
             sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
@@ -46,8 +47,10 @@ class _Group(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(
-                f"Error: internal error {type(exc).__name__}: {exc} "
-                "(rerun with --debug for the traceback, and please report it)",
+                terminal_safe(
+                    f"Error: internal error {type(exc).__name__}: {exc} "
+                    "(rerun with --debug for the traceback, and please report it)"
+                ),
                 err=True,
             )
             sys.exit(EXIT_INPUT)
@@ -161,9 +164,9 @@ def summary(
     )
     if not quiet:
         for skipped in loaded.ignored:
-            click.echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
+            click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
         for warning in document["warnings"]:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(terminal_safe(f"warning: {warning}"), err=True)
     if as_json:
         click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
     else:

@@ -17,6 +17,7 @@ from loganalyzer.flops.efficiency import Efficiency, RunFacts, measure, resolve_
 from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
+from loganalyzer.secrets import mask_secrets
 
 SCHEMA = "loganalyzer.summary/1"
 
@@ -108,8 +109,8 @@ def build_summary(
         "verdicts": [dataclasses.asdict(v) for v in verdicts],
         "warnings": warnings,
     }
-    finite: dict[str, Any] = _finite(document)
-    return finite
+    safe: dict[str, Any] = mask_secrets(_finite(document))
+    return safe
 
 
 def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from tests.conftest import ROOT, UPDATE
 # a small log reserves ~0.9 GB); resident memory is asserted separately, from rusage.
 ADDRESS_SPACE_LIMIT = 2 << 30
 RESIDENT_LIMIT_KB = 600 * 1024
+# What must never reach a terminal unescaped (tab and newline are layout).
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
 REPORTING_COMMANDS = ("summary", "report", "export")  # whichever of them the CLI has
 
 
@@ -63,15 +65,20 @@ def _limits() -> None:
 
 
 def run_case(case: Case, command: str, scratch: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    done = subprocess.run(
         _argv(command, case.arguments(scratch), scratch),
         capture_output=True,
-        text=True,
-        errors="replace",
         timeout=case.seconds,
         preexec_fn=_limits,
         cwd=scratch,
         check=False,
+    )
+    # decoded by hand: text mode would turn a raw '\r' into a newline and hide it
+    return subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode("utf-8", errors="replace"),
+        done.stderr.decode("utf-8", errors="replace"),
     )
 
 
@@ -80,6 +87,8 @@ def assert_outcome(case: Case, command: str, done: subprocess.CompletedProcess[s
     assert "Traceback" not in done.stderr + done.stdout, f"{where}: {done.stderr[-2000:]}"
     assert "internal error" not in done.stderr, f"{where}: {done.stderr[-2000:]}"
     assert done.returncode == case.exit_code, f"{where}: {done.stderr[-2000:]}"
+    raw = RAW_CONTROL.search(done.stdout + done.stderr)
+    assert raw is None, f"{where}: a raw {raw[0]!r} reached the terminal"
     if case.message:
         assert case.message in done.stderr, f"{where}: {done.stderr[-2000:]}"
     if case.exit_code:  # an error is one line, naming the input

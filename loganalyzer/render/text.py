@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import number, percent
 
 
@@ -135,4 +136,4 @@ def render_summary(doc: dict[str, Any]) -> str:
         lines.append("Verdicts")
         for verdict in doc["verdicts"]:
             lines.append(f"  [{verdict['severity']}] {verdict['code']}: {verdict['message']}")
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
