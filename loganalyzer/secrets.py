@@ -15,7 +15,13 @@ from typing import Any
 
 MASK = "***"
 
-SECRET_NAME = re.compile(r"api[_-]?key|token|secret|passw(?:or)?d|credential|private[_-]?key", re.I)
+# Names that end like a credential's: wandb_api_key, HF_TOKEN, AWS_SECRET_ACCESS_KEY, but not
+# tokens_per_iteration or tokenizer_type.
+SECRET_NAME = re.compile(
+    r"(?:^|[_-])(?:api[_-]?key|access[_-]?key|private[_-]?key|token|secret|"
+    r"passw(?:or)?d|credentials?)$",
+    re.I,
+)
 
 # W&B keys (40 hex digits; a git commit id has the same shape and is masked too), OpenAI and
 # Anthropic style `sk-...`, Hugging Face `hf_...`, GitHub `ghp_...`, AWS access key ids,

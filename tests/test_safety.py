@@ -41,12 +41,14 @@ def test_terminal_summary_and_warnings_of_a_hostile_log_are_escaped() -> None:
 def test_credentials_are_masked_by_name_shape_and_environment() -> None:
     document = {
         "config": {"wandb_api_key": "short", "hf_token": 12345, "use_token": True, "lr": 1e-4},
+        "run": {"tokens_per_iteration": 4096, "tokenizer_type": "GPT2BPETokenizer"},
         "warnings": [f"key {LOGGED_KEYS[0]} and sk-{'a' * 40} and {PLANTED}!"],
         "sources": [{"path": "run-1234.log", "commit": "not a key: 0123abc"}],
     }
     masked = mask_secrets(document, {"WANDB_API_KEY": PLANTED, "HOME": "/root"})
     assert masked == {
         "config": {"wandb_api_key": MASK, "hf_token": MASK, "use_token": True, "lr": 1e-4},
+        "run": {"tokens_per_iteration": 4096, "tokenizer_type": "GPT2BPETokenizer"},
         "warnings": [f"key {MASK} and {MASK} and {MASK}!"],
         "sources": [{"path": "run-1234.log", "commit": "not a key: 0123abc"}],
     }
