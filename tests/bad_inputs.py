@@ -632,6 +632,7 @@ def troubleshooting_markdown() -> str:
     ]
     for case in CASES:
         said = f"`{case.message}`" if case.message else "—"
-        kept = f"; {case.records} records kept" if case.records is not None else ""
+        plural = "" if case.records == 1 else "s"
+        kept = f"; {case.records} record{plural} kept" if case.records is not None else ""
         rows.append(f"| {case.what} | {case.exit_code}{kept} | {said} | {case.advice} |")
     return "\n".join(rows) + "\n"
