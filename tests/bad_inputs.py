@@ -315,6 +315,15 @@ CASES: list[Case] = [
         records=6,
     ),
     Case(
+        "zero_size",
+        "a model size of 0 among the arguments",
+        "zero_hidden_size.log",
+        0,
+        "FLOPs unknown: hidden_size is 0: a size must be positive",
+        "pass the model's shape (--hidden-size, --model)",
+        records=5,
+    ),
+    Case(
         "gzip_cut",
         "a .gz cut short",
         "gzip_cut.log.gz",
