@@ -26,6 +26,7 @@ from loganalyzer.commands.options import debug_option, model_options, overrides_
 from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
 from loganalyzer.registry import load_registry, schemes_of
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent, plural
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 
@@ -45,7 +46,7 @@ class _Group(click.Group):
         except LogAnalyzerError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(terminal_safe(f"Error: {exc}"), err=True)
             sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
@@ -56,8 +57,10 @@ class _Group(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(
-                f"Error: internal error {type(exc).__name__}: {exc} "
-                "(rerun with --debug for the traceback, and please report it)",
+                terminal_safe(
+                    f"Error: internal error {type(exc).__name__}: {exc} "
+                    "(rerun with --debug for the traceback, and please report it)"
+                ),
                 err=True,
             )
             sys.exit(EXIT_INPUT)
@@ -222,11 +225,11 @@ def summary(
     ]
     if not quiet:
         for skipped in runs[0].ignored:
-            click.echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
+            click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
         if as_json:  # the terminal summary shows its warnings itself
             for document in documents:
                 for warning in document["warnings"]:
-                    click.echo(f"warning: {warning}", err=True)
+                    click.echo(terminal_safe(f"warning: {warning}"), err=True)
     if as_json:
         shown: object = documents if split_runs else documents[0]
         click.echo(json.dumps(shown, indent=2, allow_nan=False, default=str))

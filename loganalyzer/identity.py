@@ -138,6 +138,22 @@ def _starts_from_scratch(run: Run) -> bool:
     return bool(first <= 1)
 
 
+def _copies_of(part: Run, run: _RunParts) -> bool:
+    """Whether `part`'s first record is one the run already holds: the same iteration, step
+    time and loss (a node's copy of the lines another node printed)."""
+    first = part.table.head(1).select(RECORD_COPY)
+    return any(
+        earlier.table.select(RECORD_COPY)
+        .join(first, on=RECORD_COPY, how="semi", nulls_equal=True)
+        .height
+        for earlier in run.parts
+    )
+
+
+# What makes a record a copy of another.
+RECORD_COPY = ["iteration", "step_time_s", "loss"]
+
+
 @dataclass
 class _RunParts:
     """The parts of one run, in the order the run wrote them."""
@@ -155,6 +171,10 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
         home = None
         if not _starts_from_scratch(part):
             home = next((r for r in reversed(runs) if compatible(r.facts, facts)), None)
+        else:  # from scratch, yet a copy of a run already seen (each node prints every line)
+            home = next(
+                (r for r in runs if compatible(r.facts, facts) and _copies_of(part, r)), None
+            )
         if home is None:
             home = _RunParts()
             runs.append(home)

@@ -12,7 +12,7 @@ from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, choose_uri, format_scores, scores, uri_readers
-from loganalyzer.sources import check_readable, expand_sources
+from loganalyzer.sources import READ_NOTES, check_readable, expand_sources
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,12 @@ def load_runs(
             progress(f"reading {uri} ({reader.name})")
         runs.append(reader.parse(uri))
     for path in expand_sources(names):
+        if not path.is_file():  # reading a FIFO or a device could block or never end
+            reason = "not a regular file (a pipe, socket, device, or a broken or looping link)"
+            if path in explicit:
+                raise InputError(f"{path}: {reason}; save its content to a file and name that")
+            ignored.append(Ignored(str(path), reason))
+            continue
         if path in explicit:
             check_readable(path)
         name = forced_format or choose(registry, path)
@@ -86,12 +92,18 @@ def load_runs(
             continue
         if progress is not None:
             progress(f"reading {path} ({name})")
+        notes: list[str] = []
+        token = READ_NOTES.set(notes)
         try:
-            runs.append(registry.get(name).parse(path))
+            run = registry.get(name).parse(path)
+            run.warnings.extend(notes)
+            runs.append(run)
         except InputError as exc:
             if path in explicit:
                 raise
             ignored.append(Ignored(str(path), str(exc)))
+        finally:
+            READ_NOTES.reset(token)
     if not runs:
         raise InputError(
             f"{', '.join([*uris, *names])}: no file any parser could read"

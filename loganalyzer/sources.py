@@ -6,16 +6,21 @@ U+FFFD) because real logs carry binary junk, and a parser must see every line's 
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import io
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import BinaryIO
 
 from loganalyzer.errors import InputError
+from loganalyzer.gzipread import DamagedGzipReader
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 HEAD_BYTES = 4 * 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -28,13 +33,30 @@ READ_PROGRESS: ContextVar[Callable[[Path, int, int | None], None] | None] = Cont
 # Set by `--refresh`: sources that are kept in a local cache (a W&B run) are fetched again.
 REFRESH_REMOTE: ContextVar[bool] = ContextVar("refresh_remote", default=False)
 
+# Damage met while reading (a gzip file cut short, a last line without its line break), one
+# line each naming the file; `load` collects them into the run's warnings. Unset: not kept.
+READ_NOTES: ContextVar[list[str] | None] = ContextVar("read_notes", default=None)
+
+
+def _note(path: Path, message: str) -> None:
+    notes = READ_NOTES.get()
+    if notes is not None:
+        notes.append(f"{path}: {message}")
+
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading, decompressing gzip by its magic bytes rather than its name."""
+    """Open a file for reading, decompressing gzip by its magic bytes rather than its name
+    (keeping what a damaged one holds) and UTF-16 text (Windows consoles write it) as UTF-8."""
     try:
         if _is_gzip(path):
-            return gzip.open(path, "rb")  # type: ignore[return-value]
-        return path.open("rb")
+            reader = DamagedGzipReader(path.open("rb"), lambda message: _note(path, message))
+            return io.BufferedReader(reader)
+        stream = path.open("rb")
+        if stream.read(2) in UTF16_BOMS:
+            stream.seek(0)
+            return codecs.EncodedFile(stream, "utf-8", "utf-16")
+        stream.seek(0)
+        return stream
     except OSError as exc:
         raise InputError(f"{path}: cannot open ({exc.strerror or exc}); check the path") from exc
 
@@ -119,6 +141,7 @@ def iter_line_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             "the file may be truncated or corrupt"
         ) from exc
     if carry:
+        _note(path, f"line {next_line} has no line break: the file may have been cut mid-line")
         yield next_line, carry
 
 
@@ -150,9 +173,11 @@ def expand_sources(paths: Sequence[str]) -> list[Path]:
 
 
 def is_probably_binary(head: str) -> bool:
-    """True when a head is mostly undecodable bytes or NULs: not a text log."""
-    if not head:
-        return False
-    sample = head[:65536]
+    """True when a head is mostly undecodable bytes or scattered NULs: not a text log.
+
+    Runs of NULs are not counted: a writer that crashed on a network file system leaves
+    them in the middle of a text log.
+    """
+    sample = re.sub("\x00{16,}", "", head[:65536])
     bad = sample.count("\ufffd") + sample.count("\x00")
     return bad > len(sample) * 0.1

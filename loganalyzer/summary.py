@@ -28,6 +28,7 @@ from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.numbers import plural
+from loganalyzer.secrets import mask_secrets
 
 SCHEMA = "loganalyzer.summary/1.1"
 # Below this many steady records, the steady figures are marked low-confidence.
@@ -53,6 +54,11 @@ def build_summary(
         slow_factor=slow_factor,
         configured_periods=schedule.periods(),
     )
+    if untimed := analysis.records - analysis.timed_records:
+        warnings.append(
+            f"{untimed} of {analysis.records} records have no usable step time (missing, nan, "
+            "inf, zero or negative): they are counted, not timed"
+        )
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
@@ -141,8 +147,8 @@ def build_summary(
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
     attach_causes(document, why)
-    finite: dict[str, Any] = _finite(document)
-    return finite
+    safe: dict[str, Any] = mask_secrets(_finite(document))
+    return safe
 
 
 def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:

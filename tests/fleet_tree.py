@@ -10,7 +10,6 @@ run's wall-clock time exactly, so the tests can check the GPU-hours the fleet re
 
 from __future__ import annotations
 
-import gzip
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -136,7 +135,7 @@ def write_tree(root: Path, runs_per_config: int = 17, records: int = RECORDS) ->
             head = _arguments(config, micro_batch_size)
             job = 1000 * (c + 1) + n
             corrupt = c == 2 and n == 3
-            end_iteration = last * 20 if corrupt else last  # long enough that its head survives
+            end_iteration = last
             lines, end, logged_us = _segment(
                 config, start, range(LOG_INTERVAL, end_iteration + 1, LOG_INTERVAL), rng, scale
             )
@@ -154,9 +153,9 @@ def write_tree(root: Path, runs_per_config: int = 17, records: int = RECORDS) ->
             path = run_dir / f"slurm-{job}.out"
             if corrupt:
                 tree.corrupt = run_id
-                packed = gzip.compress(text.encode())
-                path = path.with_name(path.name + ".gz")
-                path.write_bytes(packed[: len(packed) * 3 // 5])
+                # what the job left is its trainer state, cut mid-write: no record can be read
+                path = run_dir / "trainer_state.json"
+                path.write_text('{"global_step": 20, "log_history": [{"loss": 2.5, "st')
             else:
                 path.write_text(text)
                 tree.gpu_hours[run_id] = config.world_size * logged_us / 1e6 / 3600

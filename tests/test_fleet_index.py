@@ -68,8 +68,7 @@ def test_index_records_every_run_and_the_corrupt_one_with_its_error(indexed: Ind
     assert result["reasons"] == {"new": 51}
     [failed] = result["failed"]
     assert failed["run_id"] == tree.corrupt
-    assert "slurm-3003.out.gz: read failed" in failed["error"]
-    assert "truncated or corrupt" in failed["error"]
+    assert "trainer_state.json" in failed["error"]
     manifest = pl.read_parquet(indexed.dataset / "manifest.parquet")
     assert manifest.height == 51
     assert manifest.filter(pl.col("status") == "error")["run_id"].to_list() == [tree.corrupt]
@@ -202,7 +201,7 @@ def test_memory_inputs_and_dataset_through_fsspec(indexed: Indexed) -> None:
     try:
         result = _index("memory://i14/fleet", "--out", "memory://i14/index", "--jobs", "1")
         assert (result["found"], result["analysed"], len(result["failed"])) == (3, 3, 1)
-        assert "memory://i14/fleet/wide/run-03/slurm-3003.out.gz" in result["failed"][0]["error"]
+        assert "memory://i14/fleet/wide/run-03/trainer_state.json" in result["failed"][0]["error"]
         rows = pl.read_parquet(memory.cat("/i14/index/runs.parquet"))
         local = _runs(indexed.dataset).filter(pl.col("run_id").is_in(rows["run_id"].to_list()))
         figures = ["run_id", "status", "step_time_s", "mfu", "gpu_hours", "lost_gpu_hours"]

@@ -53,6 +53,7 @@ NOT_FORMATS = {
     "fleet_html",
     "fleet_text",
     "why",
+    "escape",
 }
 
 

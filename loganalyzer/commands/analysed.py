@@ -16,6 +16,7 @@ from loganalyzer.commands.options import (
     overrides_from_options,
 )
 from loganalyzer.registry import load_registry
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.sources import READ_PROGRESS
 
 if TYPE_CHECKING:  # polars and the analysis load with the command, not with `--help`
@@ -104,7 +105,7 @@ def summarise(sources: Sequence[str], settings: Settings) -> tuple[Loaded, dict[
     )
     if not settings.quiet:
         for skipped in loaded.ignored:
-            click.echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
+            click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
         for warning in document["warnings"]:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(terminal_safe(f"warning: {warning}"), err=True)
     return loaded, document

@@ -10,6 +10,7 @@ import click
 
 from loganalyzer.errors import InputError, UsageProblem
 from loganalyzer.registry import load_registry
+from loganalyzer.render.escape import terminal_safe
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
     from loganalyzer.model import Run
@@ -80,6 +81,8 @@ def export(
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
     if not quiet:
+        for warning in dict.fromkeys(run.warnings):  # what was skipped or assumed reading it
+            click.echo(terminal_safe(f"warning: {warning}"), err=True)
         click.echo(f"wrote {output} ({frame.height} rows) and {config_path}", err=True)
 
 

@@ -18,6 +18,7 @@ from loganalyzer.errors import UsageProblem
 from loganalyzer.flops import peaks
 from loganalyzer.flops.fallbacks import seq_length_from_consumed
 from loganalyzer.flops.formulas import (
+    RECOMPUTE,
     FlopsResult,
     ShapeError,
     achieved,
@@ -96,7 +97,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
-    recompute = given.get("recompute") or run.get("recompute")
+    recompute = given.get("recompute") or _logged_recompute(run, warnings)
     lora = bool(given.get("lora")) or run.get("lora") is True
     if lora:
         shape = _adapter_facts(run, shape, origins, warnings)
@@ -185,6 +186,19 @@ def _missing_shape(shape: ModelShape, run: Run) -> list[str]:
         f"model shape unknown: {', '.join(missing)} not in the run; pass --model (a preset or"
         f" a Hugging Face config.json{where}) or {' '.join(_SHAPE_FLAGS[m] for m in missing)}"
     ]
+
+
+def _logged_recompute(run: Run, warnings: list[str]) -> object:
+    """The log's recomputation, when it is one of the kinds the FLOPs know (a damaged or
+    unfamiliar value is reported, not trusted)."""
+    found = run.config.get("recompute")
+    if found is None or found.value in RECOMPUTE:
+        return None if found is None else found.value
+    warnings.append(
+        f"{found.provenance}: recompute {str(found.value)[:80]!r} is not one of "
+        f"{', '.join(RECOMPUTE)}; ignored (pass --recompute)"
+    )
+    return None
 
 
 def _shape_from_log(run: Run, warnings: list[str]) -> ModelShape:

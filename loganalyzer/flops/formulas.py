@@ -468,4 +468,4 @@ def expected_reported_ratio(
             return None
     except ShapeError:
         return None
-    return ours / theirs
+    return ours / theirs if theirs else None  # a degenerate shape counts nothing

@@ -88,7 +88,11 @@ class ModelShape:
 
     def problems(self) -> list[str]:
         """What makes this shape one Megatron would refuse (FLOPs of it would be wrong)."""
-        found = []
+        found = [
+            f"{name} is {value}: a size must be positive (a damaged log?)"
+            for name in POSITIVE_SIZES
+            if isinstance(value := getattr(self, name), int) and value <= 0
+        ]
         h, a, g = self.hidden_size, self.num_attention_heads, self.num_query_groups
         if h and a and self.kv_channels is None and h % a:
             found.append(f"hidden_size {h} is not a multiple of num_attention_heads {a}")
@@ -110,6 +114,20 @@ class ModelShape:
         if not self.num_experts:
             return 0
         return len(moe_layer_indices(self.moe_layer_freq or 1, self.num_layers or 0))
+
+
+# Sizes of which zero or less means no model (FLOPs of it would be 0 or negative).
+POSITIVE_SIZES = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "kv_channels",
+    "ffn_hidden_size",
+    "seq_length",
+    "padded_vocab_size",
+    "vocab_size",
+)
 
 
 @dataclass(frozen=True)

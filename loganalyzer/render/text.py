@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import (
     TIMES,
     UNKNOWN,
@@ -230,4 +231,4 @@ def render_summary(doc: dict[str, Any]) -> str:
         lines.append("")
         lines.append("Warnings")
         lines += [f"  {warning}" for warning in doc["warnings"]]
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))

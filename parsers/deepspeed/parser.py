@@ -27,7 +27,8 @@ DEEPSPEED_MARKERS = re.compile(
 )
 # Megatron's own structure: such a log (Megatron-DeepSpeed) is the Megatron parser's.
 MEGATRON_MARKERS = re.compile(
-    r"iteration\s*=?\s*\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+", re.M
+    r"iteration\s{0,8}(?:=\s{0,8})?\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+",
+    re.M,
 )
 # HF Trainer prints these; a Trainer run with DeepSpeed is the HF Trainer parser's.
 HF_MARKERS = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime)': ")

@@ -12,15 +12,16 @@ TIMER_MINMAX = r"^\s+(\S.*?)\s*\.*:\s*\(\s*(" + r"[\d.]+" + r"),\s*([\d.]+)\)\s*
 TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
 
 
-MEMORY = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? memory \(MB\)(.*)$"
+# Numbers that must fit Int32 (rank) and Int64 (iteration) are bounded in length.
+MEMORY = r"(?:\[Rank (\d{1,9})\] )?\(?after (\d{1,18}) iterations\)? memory \(MB\)(.*)$"
 MEMORY_MARK = "memory (MB)"
-MEMORY_HEAD = r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? $"
+MEMORY_HEAD = r"(?:\[Rank (\d{1,9})\] )?\(?after (\d{1,18}) iterations\)? $"
 
 
-CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d+)"
+CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d{1,18})\b"
 
 
-VALIDATION = r"validation(?: loss)? at iteration (\d+) \|(.*)$"
+VALIDATION = r"validation(?: loss)? at iteration (\d{1,18}) \|(.*)$"
 
 
 # An iteration line's position, the anchor of the timer and memory lines below it.

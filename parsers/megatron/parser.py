@@ -23,8 +23,11 @@ from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
 
+# An iteration line: `iteration N/ M |` at most this many characters before its step time.
+ITERATION_HEAD_BEFORE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
+STEP_TIME_FIELD = "elapsed time per iteration"
+STEP_TIME_WITHIN = 300
 DETECT_MARKERS = (
-    (re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration"), 0.95),
     (re.compile(r"^-+ arguments -+$", re.M), 0.6),
     (re.compile(r"using world size: \d+"), 0.6),
     (re.compile(r"megatron", re.I), 0.3),
@@ -44,6 +47,8 @@ class MegatronParser:
         head = read_head(path)
         if not head or is_probably_binary(head):
             return 0.0
+        if _has_iteration_line(head):
+            return 0.95
         return max((score for marker, score in DETECT_MARKERS if marker.search(head)), default=0.0)
 
     def parse(self, path: Path) -> Run:
@@ -78,6 +83,18 @@ class MegatronParser:
             warnings=warnings,
             segment_config=later_launches,
         )
+
+
+def _has_iteration_line(head: str) -> bool:
+    """Searched from the literal step-time field backwards: a pattern run forwards from every
+    `iteration` to a field later on the line takes quadratic time on a long line of
+    near-matches (a 1 MB line took minutes)."""
+    at = head.find(STEP_TIME_FIELD)
+    while at >= 0:
+        if ITERATION_HEAD_BEFORE.search(head, max(0, at - STEP_TIME_WITHIN), at):
+            return True
+        at = head.find(STEP_TIME_FIELD, at + 1)
+    return False
 
 
 NO_ANCHOR = pl.DataFrame(schema=ANCHOR_SCHEMA)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import polars as pl
 
+from loganalyzer.model import ITERATION_SCHEMA
 from loganalyzer.textlog import (
     numbers,
     to_timestamp,
 )
 
-ITERATION_START = r"iteration\s+\d+\s*/\s*\d+\s*\|"
+# At most 18 digits: an iteration number fits Int64 (a longer one is damage, not a record).
+ITERATION_START = r"iteration\s+\d{1,18}\s*/\s*\d+\s*\|"
 
 
-ITERATION_HEAD = r"^iteration\s+(\d+)\s*/\s*(\d+)"
+ITERATION_HEAD = r"^iteration\s+(\d{1,18})\s*/\s*(\d+)"
 
 
 # The bracketed timestamp Megatron-LM prints before "iteration" (core >= 0.6).
@@ -52,7 +54,7 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
     capturing the whole line with a regular expression costs several times more.
     """
     text = pl.col("text")
-    located = pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at")
+    located = _char_offsets(pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at"))
     head = text.str.slice(pl.col("at"), 48).str.extract_groups(ITERATION_HEAD)
     stamp = pl.coalesce(
         text.str.slice(0, pl.col("at")).str.extract(TIMESTAMP_BEFORE_ITERATION),
@@ -67,9 +69,24 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         iteration=head.struct.field("1").cast(pl.Int64),
         rest=rest,
         timestamp=to_timestamp(stamp),
-        # copies of one line printed by several ranks or nodes share this key
-        key=pl.struct("launch", head.struct.field("1"), rest).hash(),
+        # copies of one line printed by several ranks or nodes share this key; a redone
+        # iteration that printed the same values at another time is not a copy
+        key=pl.struct("launch", head.struct.field("1"), rest, stamp).hash(),
     )
+
+
+def _char_offsets(located: pl.DataFrame) -> pl.DataFrame:
+    """`at` in characters: `str.find` counts bytes and `str.slice` characters, so the few
+    lines with non-ASCII text (a mangled byte, a host name) have theirs recounted."""
+    text = pl.col("text")
+    ascii_only = text.str.len_bytes() == text.str.len_chars()
+    other = located.filter(~ascii_only)
+    if other.height == 0:
+        return located
+    recounted = other.with_columns(
+        at=text.str.extract(f"^(.*?){ITERATION_START}").str.len_chars().cast(located["at"].dtype)
+    )
+    return pl.concat([located.filter(ascii_only), recounted]).sort("line", "piece")
 
 
 def iteration_fields(records: pl.DataFrame) -> pl.DataFrame:
@@ -107,4 +124,6 @@ def wide_fields(fields: pl.DataFrame) -> pl.DataFrame:
     wide = known.unique(["line", "piece", "column"], keep="first", maintain_order=True).pivot(
         on="column", index=["line", "piece"], values="value", on_columns=columns
     )
-    return wide
+    # A count printed as nan, inf or past Int64 is no count: null, not a failed cast.
+    counts = [c for c in columns if ITERATION_SCHEMA[c] == pl.Int64]
+    return wide.with_columns(pl.col(counts).cast(pl.Int64, strict=False))

@@ -35,7 +35,9 @@ RECORD_START = (
 )
 
 
-ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)(.*?)\s*$"
+# An argument's name and the dots before its value; the value is the rest of the line, sliced
+# off rather than captured (capturing a long value costs a second per megabyte).
+ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)"
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,12 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
     frame = candidate_lines(lines)
     args = (
         frame.filter(pl.col("in_args"))
-        .with_columns(m=pl.col("text").str.extract_groups(ARG_LINE))
+        .with_columns(head=pl.col("text").str.extract(f"({ARG_LINE})"))
         .select(
             "line",
             "launch",
-            key=pl.col("m").struct.field("1"),
-            value=pl.col("m").struct.field("2"),
+            key=pl.col("head").str.extract(ARG_LINE),
+            value=pl.col("text").str.slice(pl.col("head").str.len_chars()).str.strip_chars(),
         )
         .drop_nulls("key")
     )

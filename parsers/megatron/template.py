@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.model import ITERATION_SCHEMA
 from loganalyzer.parsers.megatron.records import (
     FIELD_COLUMNS,
     STEP_TIME_FIELDS,
@@ -97,7 +98,9 @@ def read_fields(records: pl.DataFrame) -> Fields:
         }
     )
     return Fields(
-        wide=pl.concat(wides) if wides else pl.DataFrame(schema=_wide_schema()),
+        wide=_counts_as_integers(pl.concat(wides, how="vertical_relaxed"))
+        if wides
+        else pl.DataFrame(schema=_wide_schema()),
         extras=(
             pl.concat([e.cast(extra_schema) for e in extras]).sort("line", "piece", "position")
             if extras
@@ -105,6 +108,12 @@ def read_fields(records: pl.DataFrame) -> Fields:
         ),
         keys=frozenset(keys),
     )
+
+
+def _counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
+    """A count printed as nan, inf or past Int64 is no count: null, not a failed cast."""
+    counts = [c for c in COLUMNS if c in wide.columns and ITERATION_SCHEMA[c] == pl.Int64]
+    return wide.with_columns(pl.col(counts).cast(pl.Int64, strict=False))
 
 
 def _wide_schema() -> dict[str, pl.DataType]:

@@ -1,0 +1,1 @@
+"""Fuzzing targets and the atheris harness (see fuzz_parsers.py)."""
