@@ -165,7 +165,7 @@ def _inputs(
 
 def _micro_batches(run: Run, facts: RunFacts) -> int | None:
     """Micro-batches per pipeline per step: global batch / (micro batch × data parallel)."""
-    micro = run.get_int("micro_batch_size")
+    micro = facts.micro_batch_size
     data = run.get_int("data_parallel_size")
     if data is None and facts.num_gpus:
         model = 1

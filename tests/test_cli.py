@@ -197,3 +197,17 @@ def test_debug_works_after_the_subcommand_too(tmp_path: Path) -> None:
     assert isinstance(result.exception, UnrecognisedSourceError)  # raised, not turned to a line
     result = CliRunner().invoke(main, ["summary", str(path)])
     assert result.exit_code == 3 and "Traceback" not in result.output
+
+
+def test_micro_batch_size_flag_feeds_the_pipeline_bubble() -> None:
+    """The 30B run logs micro-batch 1 (4 micro-batches at PP=8); --micro-batch-size 2 halves
+    them, and the bubble (p-1)/(m + p-1) grows from 7/11 to 7/9."""
+    base = ["summary", "-q", "--json", SAMPLE, "--gpu", "v100-sxm2"]
+    logged = json.loads(CliRunner().invoke(main, base).stdout)
+    flagged = json.loads(CliRunner().invoke(main, [*base, "--micro-batch-size", "2"]).stdout)
+    bubble = [
+        next(s for s in doc["waterfall"]["steps"] if s["name"] == "pipeline bubble")["factor"]
+        for doc in (logged, flagged)
+    ]
+    assert bubble == pytest.approx([1 - 7 / 11, 1 - 7 / 9])
+    assert any("--micro-batch-size 2 overrides the log's 1" in w for w in flagged["warnings"])

@@ -52,6 +52,8 @@ class RunFacts:
     gpu: peaks.Resolution | None
     gpu_source: str | None
     peak_override: float | None
+    # the pipeline-bubble estimate needs it (micro-batches per step); FLOPs do not
+    micro_batch_size: int | None = None
     origins: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -114,6 +116,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         gpu=gpu,
         gpu_source=gpu_source,
         peak_override=given.get("peak_tflops"),
+        micro_batch_size=given.get("micro_batch_size") or run.get_int("micro_batch_size"),
         origins=origins,
         warnings=tuple(warnings),
     )
