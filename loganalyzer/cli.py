@@ -22,7 +22,14 @@ from loganalyzer.commands.fleet import fleet_command
 from loganalyzer.commands.hardware import hardware_command
 from loganalyzer.commands.index import index_command
 from loganalyzer.commands.mfu import mfu
-from loganalyzer.commands.options import debug_option, model_options, overrides_from_options
+from loganalyzer.commands.options import (
+    debug_option,
+    format_option,
+    model_options,
+    overrides_from_options,
+    slow_factor_option,
+    warmup_option,
+)
 from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
 from loganalyzer.registry import load_registry, schemes_of
@@ -122,21 +129,9 @@ main.add_command(fleet_command)
 @click.option(
     "--markdown", is_flag=True, help="Print headline, verdicts and time budget as Markdown."
 )
-@click.option(
-    "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
-)
-@click.option(
-    "--warmup",
-    type=click.IntRange(min=0),
-    help="Iterations from each segment's start excluded from steady state (default: detected).",
-)
-@click.option(
-    "--slow-factor",
-    type=click.FloatRange(min=1, min_open=True),
-    default=1.5,
-    show_default=True,
-    help="A step this many times its local baseline is slow.",
-)
+@format_option
+@warmup_option
+@slow_factor_option
 @click.option(
     "--fail-under-mfu",
     type=click.FloatRange(min=0, max=1),

@@ -12,8 +12,11 @@ import click
 from loganalyzer.commands.options import (
     RUN_OPTIONS,
     SHAPE_OPTIONS,
+    format_option,
     model_options,
     overrides_from_options,
+    slow_factor_option,
+    warmup_option,
 )
 from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
@@ -40,22 +43,9 @@ def analysis_options(command: F) -> F:
     """`--format`, `--warmup`, `--slow-factor`, `-q` and the model options, as `summary`
     has them; the command receives them as one `settings` argument."""
     options = (
-        click.option(
-            "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
-        ),
-        click.option(
-            "--warmup",
-            type=click.IntRange(min=0),
-            help="Iterations from each segment's start excluded from steady state "
-            "(default: detected).",
-        ),
-        click.option(
-            "--slow-factor",
-            type=click.FloatRange(min=1, min_open=True),
-            default=1.5,
-            show_default=True,
-            help="A step this many times its local baseline is slow.",
-        ),
+        format_option,
+        warmup_option,
+        slow_factor_option,
         click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr."),
     )
 

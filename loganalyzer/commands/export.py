@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from loganalyzer.commands.options import format_option
 from loganalyzer.errors import InputError, UsageProblem
 from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
@@ -36,9 +37,7 @@ FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "
     help="Write the long metrics table (iteration, name, value, source, rank, line) instead "
     "of the per-iteration table.",
 )
-@click.option(
-    "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
-)
+@format_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def export(
     sources: tuple[str, ...],

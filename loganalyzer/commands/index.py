@@ -9,7 +9,12 @@ from typing import Any
 
 import click
 
-from loganalyzer.commands.options import model_options, overrides_from_options
+from loganalyzer.commands.options import (
+    model_options,
+    overrides_from_options,
+    slow_factor_option,
+    warmup_option,
+)
 from loganalyzer.errors import UsageProblem
 
 _INDEX_HELP = """Index every run under ROOTS into the Parquet dataset --out.
@@ -50,18 +55,8 @@ Examples:
     help="Worker processes (Ray CPUs for a local cluster); 0 = every local core.",
 )
 @click.option("--rebuild", is_flag=True, help="Analyse every run again.")
-@click.option(
-    "--warmup",
-    type=click.IntRange(min=0),
-    help="Iterations from each segment's start excluded from steady state (default: detected).",
-)
-@click.option(
-    "--slow-factor",
-    type=click.FloatRange(min=1, min_open=True),
-    default=1.5,
-    show_default=True,
-    help="A step this many times its local baseline is slow.",
-)
+@warmup_option
+@slow_factor_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
 @model_options

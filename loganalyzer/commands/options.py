@@ -202,3 +202,21 @@ def overrides_from_options(**kwargs: Any) -> dict[str, dict[str, Any]]:
     shape = {k: kwargs[k] for k in SHAPE_OPTIONS if kwargs.get(k) is not None}
     run = {k: kwargs[k] for k in RUN_OPTIONS if kwargs.get(k) is not None}
     return {"shape": shape, "run": run}
+
+
+# The reading and analysis options every command that summarises a run takes, defined once.
+format_option = click.option(
+    "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
+)
+warmup_option = click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    help="Iterations from each segment's start excluded from steady state (default: detected).",
+)
+slow_factor_option = click.option(
+    "--slow-factor",
+    type=click.FloatRange(min=1, min_open=True),
+    default=1.5,
+    show_default=True,
+    help="A step this many times its local baseline is slow.",
+)
