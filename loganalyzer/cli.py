@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -30,6 +29,7 @@ from loganalyzer.commands.options import (
     slow_factor_option,
     warmup_option,
 )
+from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.report import report
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
 from loganalyzer.registry import load_registry, schemes_of
@@ -90,28 +90,6 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-def _progress(message: str) -> None:
-    click.echo(message, err=True)
-
-
-class _ReadProgress:
-    """Reports reading a large file on stderr, every tenth of it or every 256 MB, whichever is
-    more (every 256 MB of a .gz, whose size decompressed is unknown)."""
-
-    STEP_BYTES = 256 * 1024 * 1024
-
-    def __init__(self) -> None:
-        self.shown: dict[Path, int] = {}
-
-    def __call__(self, path: Path, done: int, total: int | None) -> None:
-        step = max(total // 10, self.STEP_BYTES) if total else self.STEP_BYTES
-        if done // step <= self.shown.get(path, 0):
-            return
-        self.shown[path] = done // step
-        share = f" ({done * 100 // total} %)" if total else ""
-        click.echo(f"  {path}: {done >> 20} MB read{share}", err=True)
 
 
 main.add_command(mfu)
@@ -204,11 +182,11 @@ def summary(
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    token = READ_PROGRESS.set(None if quiet else _ReadProgress())
+    token = READ_PROGRESS.set(None if quiet else ReadProgress())
     refreshing = REFRESH_REMOTE.set(refresh)
     try:
         runs = load_runs(
-            list(sources), registry, forced_format, progress=None if quiet else _progress
+            list(sources), registry, forced_format, progress=None if quiet else show_progress
         )
     finally:
         READ_PROGRESS.reset(token)

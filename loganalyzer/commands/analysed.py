@@ -18,6 +18,7 @@ from loganalyzer.commands.options import (
     slow_factor_option,
     warmup_option,
 )
+from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.sources import READ_PROGRESS
@@ -70,20 +71,19 @@ def analysis_options(command: F) -> F:
 def summarise(sources: Sequence[str], settings: Settings) -> tuple[Loaded, dict[str, Any]]:
     """Load the sources as one run and build its summary document; progress, ignored files
     and warnings on stderr unless quiet."""
-    from loganalyzer.cli import _progress, _ReadProgress  # the CLI's own progress display
     from loganalyzer.load import load_run
     from loganalyzer.summary import build_summary
 
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    token = READ_PROGRESS.set(None if settings.quiet else _ReadProgress())
+    token = READ_PROGRESS.set(None if settings.quiet else ReadProgress())
     try:
         loaded = load_run(
             list(sources),
             registry,
             settings.forced_format,
-            progress=None if settings.quiet else _progress,
+            progress=None if settings.quiet else show_progress,
         )
     finally:
         READ_PROGRESS.reset(token)
