@@ -29,7 +29,7 @@ CASES = {
     "deepspeed/pipeline_restart": ["--gpu", "v100-sxm2", "--seq-length", "1024"],
     "hf_trainer/plain": ["--gpu", "h100-sxm"],
     "hf_trainer/plain/trainer_state.json": ["--gpu", "h100-sxm", "--num-gpus", "1"],
-    "hf_trainer/lora": ["--gpu", "h100-sxm", "--model", PLAIN_CONFIG],
+    "hf_trainer/lora": ["--gpu", "h100-sxm"],
     "hf_trainer/lora/train.log": ["--gpu", "h100-sxm", "--model", PLAIN_CONFIG],
     "hf_trainer/variants/train.log": ["--gpu", "a100-sxm4-80gb"],
     "hf_trainer/resumed/train.log": ["--gpu", "a100-sxm4-80gb", "--model", "gpt2"],
@@ -80,10 +80,11 @@ def test_both_real_trainer_runs_give_mfu_and_lora_follows_the_frozen_rule(
 ) -> None:
     """The plain and LoRA runs differ only in the adapter: same shape, batch and sequence.
     The LoRA run's FLOPs are those of the plain run's shape with the frozen rule applied
-    (`--lora --trainable-params 4096`, the count PEFT printed), without any flag."""
+    (`--lora --trainable-params 4096`, the count PEFT printed), with no flag but `--gpu`:
+    the shape is the base model's config.json saved beside the adapter."""
     monkeypatch.chdir(ROOT)
     plain = _summary("fixtures/hf_trainer/plain", "--gpu", "h100-sxm")
-    lora = _summary("fixtures/hf_trainer/lora", "--gpu", "h100-sxm", "--model", PLAIN_CONFIG)
+    lora = _summary("fixtures/hf_trainer/lora", "--gpu", "h100-sxm")
     flops = {}
     for name, document in (("plain", plain), ("lora", lora)):
         figures = document["flops"]
@@ -102,6 +103,9 @@ def test_both_real_trainer_runs_give_mfu_and_lora_follows_the_frozen_rule(
     run = lora["run"]
     assert isinstance(run, dict)
     assert run["provenance"]["trainable_params"].startswith("fixtures/hf_trainer/lora/train.log:")
+    assert run["provenance"]["num_layers"] == (
+        "fixtures/hf_trainer/lora/config.json (the base model's, beside the adapter)"
+    )
 
 
 def test_unknown_gpu_and_shape_are_named_with_their_flags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,8 +121,8 @@ def test_unknown_gpu_and_shape_are_named_with_their_flags(monkeypatch: pytest.Mo
     )
     assert "GPU type unknown: pass --gpu (or --peak-tflops)" in warnings
     assert "global batch size unknown: pass --global-batch-size" in warnings
-    lora = _summary("fixtures/hf_trainer/lora", "--gpu", "h100-sxm")["warnings"]
-    assert any("FLOPs unknown" in w and "--model" in w for w in lora)  # type: ignore[union-attr]
+    stdout = _summary("fixtures/hf_trainer/lora/train.log", "--gpu", "h100-sxm")["warnings"]
+    assert any("FLOPs unknown" in w and "--model" in w for w in stdout)  # type: ignore[union-attr]
 
 
 def test_a_checkpoint_copy_fills_what_the_newest_state_lacks(tmp_path: Path) -> None:
@@ -148,8 +152,6 @@ def test_lora_output_dir_in_a_real_subprocess() -> None:
             "fixtures/hf_trainer/lora",
             "--gpu",
             "h100-sxm",
-            "--model",
-            PLAIN_CONFIG,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -162,8 +164,12 @@ def test_lora_output_dir_in_a_real_subprocess() -> None:
     assert document["run"]["framework"] == "hf-trainer"
 
 
-def test_adapter_base_model_named_like_a_preset_gives_the_shape(tmp_path: Path) -> None:
-    """A PEFT output_dir has no config.json; `openai-community/gpt2` is the `gpt2` preset."""
+def test_adapter_base_model_named_like_a_preset_gives_the_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PEFT output_dir without config.json, its base model in no local path or cache:
+    `openai-community/gpt2` is the `gpt2` preset."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     source = FIXTURES / "hf_trainer" / "lora"
     for name in ("trainer_state.json", "all_results.json"):
         (tmp_path / name).write_text((source / name).read_text())

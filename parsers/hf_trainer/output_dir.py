@@ -15,6 +15,7 @@ import polars as pl
 from loganalyzer.errors import InputError
 from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from_preset
 from loganalyzer.model import ConfigValue, Provenance
+from loganalyzer.parsers.hf_trainer import base_model
 from loganalyzer.parsers.hf_trainer.entries import ENTRY_SCHEMA
 
 STATE = "trainer_state.json"
@@ -156,27 +157,51 @@ def results(root: Path) -> tuple[dict[str, float], str | None]:
 def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
     """The model's shape from `config.json` at the top, else in the newest checkpoint, named
     as the run config names it (Megatron's argument names), with the file as provenance.
-    A PEFT output_dir has no config.json: its adapter's base model gives the shape when its
-    name (the part after the hub owner) is exactly one of the presets."""
+    A PEFT output_dir often has no config.json: its adapter's base model then gives the
+    shape (`base_model`: a local path or the Hugging Face cache, offline), else a preset
+    whose name is exactly the base model's (the part after the hub owner)."""
     candidates = [root / "config.json"] + [c.parent / "config.json" for c in state_copies(root)]
+    adapter = adapter_config(root)
     for path in candidates:
-        if not path.is_file():
-            continue
-        try:
-            shape = shape_from_hf_config(_load(path))
-        except (ValueError, KeyError, TypeError) as exc:
-            return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
-        return _shape_facts(shape, Provenance("config", str(path))), []
-    base = adapter_config(root).get("peft_base_model")
-    if base is not None and isinstance(base.value, str):
-        name = base.value.rstrip("/").rsplit("/", 1)[-1]
-        try:
-            shape = shape_from_preset(name)
-        except ValueError:
-            return {}, []
-        where = Provenance("preset", f"{name.lower()} (the adapter's base model {base.value})")
-        return _shape_facts(shape, where), []
-    return {}, []
+        if path.is_file():
+            how = "the base model's, beside the adapter" if adapter else None
+            return _shape_from_file(path, how)
+    if not adapter:
+        return {}, []
+    base = adapter.get("peft_base_model")
+    name = base.value if base is not None and isinstance(base.value, str) else None
+    if name is None:
+        return {}, [
+            f"{root / 'adapter_config.json'}: the LoRA adapter names no base model"
+            " (base_model_name_or_path is null) and no config.json is beside it: the model"
+            " shape is unknown; pass --model with the base model's config.json (or a preset)"
+        ]
+    revision = adapter.get("peft_base_revision")
+    found, looked = base_model.find_base_config(
+        root, name, revision.value if revision is not None else None
+    )
+    if found is not None:
+        return _shape_from_file(found.path, found.how)
+    preset = name.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        shape = shape_from_preset(preset)
+    except ValueError:
+        return {}, [
+            f"{root / 'adapter_config.json'}: the LoRA adapter's base model {name}: {looked},"
+            " and it is not a preset; pass --model with its config.json (or a preset)"
+        ]
+    where = Provenance("preset", f"{preset.lower()} (the adapter's base model {name})")
+    return _shape_facts(shape, where), []
+
+
+def _shape_from_file(path: Path, how: str | None) -> tuple[dict[str, ConfigValue], list[str]]:
+    """Shape facts from a config.json, with the file (and how it was found) as provenance."""
+    try:
+        shape = shape_from_hf_config(_load(path))
+    except (ValueError, KeyError, TypeError) as exc:
+        return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
+    source = f"{path} ({how})" if how else str(path)
+    return _shape_facts(shape, Provenance("config", source)), []
 
 
 def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
@@ -202,6 +227,7 @@ def adapter_config(root: Path) -> dict[str, ConfigValue]:
         ("lora_alpha", "lora_alpha"),
         ("target_modules", "lora_target_modules"),
         ("base_model_name_or_path", "peft_base_model"),
+        ("revision", "peft_base_revision"),
     ):
         value = data.get(theirs)
         if value is not None:
