@@ -199,6 +199,8 @@ def summary(
     if not quiet:
         for skipped in runs[0].ignored:
             click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+        for part in runs[0].read_along:
+            click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
         if as_json:  # the terminal summary shows its warnings itself
             for document in documents:
                 for warning in document["warnings"]:

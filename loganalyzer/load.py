@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
 from loganalyzer.registry import Registry, choose, choose_uri, format_scores, scores, uri_readers
-from loganalyzer.sources import READ_NOTES, check_readable, expand_sources
+from loganalyzer.sources import READ_ALONG, READ_NOTES, check_readable, expand_sources
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,22 @@ class Ignored:
     reason: str
 
 
+@dataclass(frozen=True)
+class ReadAlong:
+    """A file read as part of another source rather than on its own (an HF output_dir's
+    config.json), and how."""
+
+    path: str
+    how: str
+
+
 @dataclass
 class Loaded:
     """The merged run, and what was passed over on the way (listed, never silently dropped)."""
 
     run: Run
     ignored: list[Ignored] = field(default_factory=list)
+    read_along: list[ReadAlong] = field(default_factory=list)
 
 
 def load_run(
@@ -66,6 +77,7 @@ def load_runs(
     explicit = {Path(n) for n in names if not Path(n).is_dir()}
     runs: list[Run] = []
     ignored: list[Ignored] = []
+    along: dict[str, tuple[bool, str]] = {}
     for uri in uris:  # sources a parser claims by scheme (a W&B run ID): read as named
         reader = choose_uri(registry, uri)
         if progress is not None:
@@ -93,7 +105,7 @@ def load_runs(
         if progress is not None:
             progress(f"reading {path} ({name})")
         notes: list[str] = []
-        token = READ_NOTES.set(notes)
+        token, along_token = READ_NOTES.set(notes), READ_ALONG.set(along)
         try:
             run = registry.get(name).parse(path)
             run.warnings.extend(notes)
@@ -104,6 +116,8 @@ def load_runs(
             ignored.append(Ignored(str(path), str(exc)))
         finally:
             READ_NOTES.reset(token)
+            READ_ALONG.reset(along_token)
+    ignored, read_along = _read_along(ignored, along)
     if not runs:
         raise InputError(
             f"{', '.join([*uris, *names])}: no file any parser could read"
@@ -115,5 +129,23 @@ def load_runs(
     for grouped in group_runs(parts):
         run = merge_runs(grouped)
         validate_run(run)
-        loaded.append(Loaded(run, ignored))
+        loaded.append(Loaded(run, ignored, read_along))
     return loaded
+
+
+def _read_along(
+    ignored: list[Ignored], along: dict[str, tuple[bool, str]]
+) -> tuple[list[Ignored], list[ReadAlong]]:
+    """Files no parser reads on their own that a parser read as part of another source,
+    and the reason given for those it left unread, instead of "no parser recognises it"."""
+    kept: list[Ignored] = []
+    read: list[ReadAlong] = []
+    for item in ignored:
+        found = along.get(os.path.normpath(item.path))
+        if found is None:
+            kept.append(item)
+        elif found[0]:
+            read.append(ReadAlong(item.path, found[1]))
+        else:
+            kept.append(Ignored(item.path, found[1]))
+    return kept, read

@@ -38,6 +38,20 @@ REFRESH_REMOTE: ContextVar[bool] = ContextVar("refresh_remote", default=False)
 READ_NOTES: ContextVar[list[str] | None] = ContextVar("read_notes", default=None)
 
 
+# Files a parser read as part of another source (an output_dir's config.json beside its
+# trainer_state.json) or knowingly left unread (a checkpoint's copy of one it read), by path,
+# with how: `load` lists them so instead of as unrecognised. Unset: not kept.
+READ_ALONG: ContextVar[dict[str, tuple[bool, str]] | None] = ContextVar("read_along", default=None)
+
+
+def note_read_along(path: Path, read: bool, how: str) -> None:
+    """Say that `path` was read as part of the source being parsed (`how`: "as part of
+    ..."), or that it was deliberately not read (`how`: why)."""
+    found = READ_ALONG.get()
+    if found is not None:
+        found[os.path.normpath(path)] = (read, how)
+
+
 def _note(path: Path, message: str) -> None:
     notes = READ_NOTES.get()
     if notes is not None:

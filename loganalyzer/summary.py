@@ -105,6 +105,7 @@ def build_summary(
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
         "ignored": [dataclasses.asdict(skipped) for skipped in loaded.ignored],
+        "read_along": [dataclasses.asdict(part) for part in loaded.read_along],
         "confidence": "low" if confidence else "normal",
         "confidence_reason": confidence,
         "run": _run(run, facts, efficiency, tokens),

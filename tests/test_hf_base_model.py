@@ -86,9 +86,7 @@ def test_base_model_in_the_hugging_face_cache(tmp_path: Path, _empty_cache: Path
     assert _shape(out) == (2, 64, 2, f"{snapshot}/config.json ({where})")
 
 
-def test_hf_home_and_a_pinned_revision(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_hf_home_and_a_pinned_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without HF_HUB_CACHE the cache is $HF_HOME/hub; a revision given as a commit is used
     as it is (no refs/ needed)."""
     monkeypatch.delenv("HF_HUB_CACHE")

@@ -96,6 +96,8 @@ def summarise(sources: Sequence[str], settings: Settings) -> tuple[Loaded, dict[
     if not settings.quiet:
         for skipped in loaded.ignored:
             click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+        for part in loaded.read_along:
+            click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
         for warning in document["warnings"]:
             click.echo(terminal_safe(f"warning: {warning}"), err=True)
     return loaded, document

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.model import ConfigValue, Provenance
+from loganalyzer.sources import note_read_along
 
 # Engine printout names → the run config's (Megatron-style) names.
 ENGINE_NAMES = {
@@ -67,18 +68,26 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
 
 
 def json_config(log: Path) -> tuple[dict[str, ConfigValue], list[str]]:
-    """Facts from a `ds_config*.json` in the log's folder (the newest-named first), and
-    warnings for one that cannot be read. HF's `"auto"` values are left to the trainer."""
+    """Facts from the first `ds_config*.json` (by name) in the log's folder that reads as a
+    JSON object, and warnings for one that cannot be read. HF's `"auto"` values are left
+    to the trainer."""
     warnings: list[str] = []
+    found: dict[str, ConfigValue] = {}
+    used: Path | None = None
     for path in sorted(log.parent.glob("ds_config*.json")):
+        if used is not None:
+            note_read_along(path, False, f"{log}'s DeepSpeed settings came from {used}")
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             warnings.append(f"{path}: not read ({exc}); its DeepSpeed settings are not used")
+            note_read_along(path, False, f"a DeepSpeed config that cannot be read ({exc})")
             continue
         if isinstance(data, dict):
-            return _from_json(data, str(path)), warnings
-    return {}, warnings
+            found, used = _from_json(data, str(path)), path
+            note_read_along(path, True, f"as part of {log}: the DeepSpeed settings beside it")
+    return found, warnings
 
 
 def _from_json(data: dict[str, Any], source: str) -> dict[str, ConfigValue]:

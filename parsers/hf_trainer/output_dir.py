@@ -17,6 +17,7 @@ from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from
 from loganalyzer.model import ConfigValue, Provenance
 from loganalyzer.parsers.hf_trainer import base_model
 from loganalyzer.parsers.hf_trainer.entries import ENTRY_SCHEMA
+from loganalyzer.sources import note_read_along
 
 STATE = "trainer_state.json"
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -115,6 +116,9 @@ def log_entries(path: Path) -> tuple[pl.DataFrame, dict[str, Any], list[str]]:
             )
         if position > 0 and added:
             notes.append(f"{copy}: {added} log entries the newer state lacks were taken from it")
+        if position > 0:
+            taken = f"{added} log entries the newer state lacks" if added else "nothing"
+            _read(copy, f"an older trainer_state.json ({taken} taken from it)")
     frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA).with_columns(
         # entries in step order, whichever copy they came from
         entry=pl.struct("step", "entry").rank("dense").cast(pl.Int64)
@@ -150,6 +154,10 @@ def results(root: Path) -> tuple[dict[str, float], str | None]:
                 for k, v in data.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)
             }
+            _read(path, "the final train metrics")
+            other = root / "train_results.json"
+            if name == "all_results.json" and other.is_file():
+                note_read_along(other, False, f"{path} holds the same metrics and was read")
             return numbers, str(path)
     return {}, None
 
@@ -165,6 +173,10 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
     for path in candidates:
         if path.is_file():
             how = "the base model's, beside the adapter" if adapter else None
+            for copy in candidates:
+                if copy != path and copy.is_file():
+                    note_read_along(copy, False, f"a checkpoint's copy of {path}, which was read")
+            _read(path, "the model's shape")
             return _shape_from_file(path, how)
     if not adapter:
         return {}, []
@@ -220,6 +232,9 @@ def adapter_config(root: Path) -> dict[str, ConfigValue]:
     if not path.is_file():
         return {}
     data = _load(path)
+    _read(path, "the PEFT adapter (LoRA rank, target modules, base model)")
+    for copy in root.glob("checkpoint-*/adapter_config.json"):
+        note_read_along(copy, False, f"a checkpoint's copy of {path}, which was read")
     where = Provenance("config", str(path))
     found: dict[str, object] = {"lora": str(data.get("peft_type", "LORA")).upper() == "LORA"}
     for theirs, ours in (
@@ -233,3 +248,8 @@ def adapter_config(root: Path) -> dict[str, ConfigValue]:
         if value is not None:
             found[ours] = sorted(value) if isinstance(value, list) else value
     return {k: ConfigValue(v, where) for k, v in found.items()}
+
+
+def _read(path: Path, what: str) -> None:
+    """Say that `path` was read as part of its output_dir, and for what."""
+    note_read_along(path, True, f"as part of the output_dir {run_root(path)}: {what}")
