@@ -14,6 +14,7 @@ from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
 from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import attach_causes, explain
 from loganalyzer.flops.efficiency import (
     ASSUMED_DTYPE,
@@ -45,7 +46,7 @@ def build_summary(
     """The summary document. A figure the run does not allow to be known is null, with a
     warning saying what would supply it."""
     run = loaded.run
-    warnings = list(run.warnings)
+    warnings = [*run.warnings, *clock_assumptions(run)]
     schedule = schedule_of(run)
     analysis = analyse(
         run.table,

@@ -18,11 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from loganalyzer.cli import main
 from loganalyzer.load import load_run
 from loganalyzer.parsers.deepspeed import DeepSpeedParser
 from loganalyzer.parsers.hf_trainer import HfTrainerParser
 from loganalyzer.registry import choose, load_registry
+from tests.conftest import ROOT, assert_golden
 
 # path, first and last iteration, records, first step time (s)
 DEEPSPEED = [
@@ -109,16 +112,52 @@ def test_quiet_deepspeed_log_says_what_is_missing(shared_logs: Path) -> None:
     assert profiled["reported_tflops_per_gpu"].to_list() == pytest.approx([11.68e-3, 4.26e-3])
 
 
-# Which parser reads each real log. Megatron-DeepSpeed logs stay with the Megatron parser
-# (deepspeed_2.txt is an ALCF Megatron-DeepSpeed log with DeepSpeed's engine lines in it);
-# the HF+DeepSpeed runs are the Trainer's.
+def test_alcf_megatron_deepspeed_log_is_read_by_its_deepspeed_lines(
+    shared_logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deepspeed_2.txt: the ALCF Megatron-DeepSpeed fork on DeepSpeed 0.17.5. Its iteration
+    lines are the fork's key=value variant, which the Megatron parser does not read; its
+    DeepSpeed engine lines (step=, ThroughputTimer, wall_clock_breakdown) are read here,
+    step times from the logger timestamps of consecutive step= lines. Independently:
+
+        grep -o "step=[0-9]*, skipped" F              -> 136005 ... 136011 (7 lines)
+        grep -o "elapsed_time_per_iteration_ms=[0-9.]*" F
+            -> 3415.3 (136004), 3420.2, 6863.2, 3402.7, 5334.1, 3394.8, 3401.5 (136010)
+
+    the fork's own step times for 136006-136010, which the timestamp differences match to
+    the timestamps' 1 ms resolution (136005's predecessor and 136011's figure are clipped).
+    """
+    path = shared_logs / "excerpts/deepspeed_2.txt"
+    assert choose(load_registry(), path) == "deepspeed"
+    run = load_run([str(path)], load_registry()).run
+    table = run.table
+    assert table["iteration"].to_list() == list(range(136005, 136012))
+    assert table["step_time_s"][0] is None
+    fork_ms = [6863.2, 3402.7, 5334.1, 3394.8, 3401.5]
+    assert table["step_time_s"][1:6].to_list() == pytest.approx(
+        [ms / 1000 for ms in fork_ms], abs=0.002
+    )
+    assert table["mem_max_allocated_gb"].to_list() == [39.0] * 7
+    assert any("key=value iteration lines" in w for w in run.warnings)
+    assert not any("no DeepSpeedEngine configuration, step=" in w for w in run.warnings)
+    monkeypatch.chdir(ROOT)
+    relative = "../shared/logs/excerpts/deepspeed_2.txt"
+    golden = load_run([relative], load_registry()).run
+    assert_golden("deepspeed/alcf_deepspeed_2.table.csv", golden.table.write_csv())
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", relative])
+    assert result.exit_code == 0, result.output
+    assert_golden("deepspeed/alcf_deepspeed_2.json", result.stdout)
+
+
+# Which parser reads each real log. Megatron-DeepSpeed logs stay with the Megatron parser;
+# deepspeed_2.txt, an ALCF Megatron-DeepSpeed log whose iteration lines are a key=value
+# variant the Megatron parser does not read, goes to the DeepSpeed parser for its engine
+# lines. The HF+DeepSpeed runs are the Trainer's.
 def _expected(relative: str) -> str | None:
     name = relative.rsplit("/", 1)[-1]
     if relative.startswith("bigscience/gpt2-hf-ds/"):
         return "hf_trainer"
     if relative.startswith("bigscience/") or name.startswith("megatron"):
-        return "megatron"
-    if name == "deepspeed_2.txt":
         return "megatron"
     if name.startswith("deepspeed_") or relative.startswith("generated/ds_run/combined"):
         return "deepspeed"

@@ -27,8 +27,18 @@ DEEPSPEED_MARKERS = re.compile(
 )
 # Megatron's own structure: such a log (Megatron-DeepSpeed) is the Megatron parser's.
 MEGATRON_MARKERS = re.compile(
-    r"iteration\s{0,8}(?:=\s{0,8})?\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+",
+    r"iteration\s{1,8}\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+",
     re.M,
+)
+# The ALCF Megatron-DeepSpeed fork's key=value iteration line (`iteration=  136004/  136100 |
+# consumed_samples= ... | elapsed_time_per_iteration_ms=3415.3 | ...`), which the Megatron
+# parser does not read: such a log is read here, by its DeepSpeed engine lines, and says so.
+KEY_VALUE_ITERATION = re.compile(r"\biteration=\s{0,8}\d+\s*/\s*\d+\s*\|")
+KEY_VALUE_NOTE = (
+    "the ALCF Megatron-DeepSpeed fork's key=value iteration lines (`iteration= N/ M |"
+    " ... elapsed_time_per_iteration_ms= ...`) are not read (no parser reads that variant"
+    " yet): their loss, global batch and elapsed time per iteration are not used; the"
+    " records are DeepSpeed's step= lines"
 )
 # HF Trainer prints these; a Trainer run with DeepSpeed is the HF Trainer parser's.
 HF_MARKERS = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime)': ")
@@ -38,6 +48,13 @@ QUIET_LOG = (
     "no DeepSpeedEngine configuration, step= or ThroughputTimer lines: DeepSpeed >= 0.17.6"
     ' logs at WARNING by default; "log_level": "info" in the DeepSpeed config prints them'
     " (batch size, precision, ZeRO stage, step numbers, samples/s)"
+)
+
+
+# A log with step lines but no configuration printout (cut before the engine started).
+NO_PRINTOUT = (
+    "no DeepSpeedEngine configuration printout (the log begins after the engine started) and"
+    " no ds_config*.json beside it: train batch size, precision and ZeRO stage unknown"
 )
 
 
@@ -70,7 +87,12 @@ class DeepSpeedParser:
             config.setdefault(key, value)
         config["framework"] = ConfigValue("deepspeed", Provenance("log", source))
         if parts["config"].filter(pl.col("key") != "dist_world_size").height == 0:
-            warnings.append(f"{source}: {QUIET_LOG}")
+            if parts["steps"].height == 0 and parts["throughput"].height == 0:
+                warnings.append(f"{source}: {QUIET_LOG}")
+            elif not from_json:
+                warnings.append(f"{source}: {NO_PRINTOUT}")
+        if KEY_VALUE_ITERATION.search(read_head(path)):
+            warnings.append(f"{source}: {KEY_VALUE_NOTE}")
         batch = config.get("global_batch_size")
         table, note = _records(parts, batch.value if batch else None, source)
         if note:
@@ -81,10 +103,6 @@ class DeepSpeedParser:
             raise InputError(f"{source}: no DeepSpeed step, timer or config lines found")
         if table.height == 0:
             warnings.append(f"{source}: no training steps logged (the run may have died early)")
-        if table["timestamp"].drop_nulls().len():
-            warnings.append(
-                f"{source}: timestamps carry no time zone; read as UTC (intervals are unaffected)"
-            )
         return Run(
             framework="deepspeed",
             config=config,
@@ -142,6 +160,14 @@ def _records(
             )
         elif isinstance(batch, int) and batch > 0:
             records = records.with_columns(step_time_s=batch / pl.col("samples_per_s"))
+        elif records["stamp"].drop_nulls().len() > 1:
+            records = records.with_columns(step_time_s=_stamped_step_times())
+            note = (
+                "step times from the logger timestamps of consecutive step= lines (1 ms"
+                " resolution; the first step of each launch has none): CurrSamplesPerSec needs"
+                " train_batch_size, which neither the engine printout nor a ds_config*.json"
+                ' beside the log gives ("log_level": "info" prints it)'
+            )
         else:
             note = (
                 "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither"
@@ -166,6 +192,15 @@ def _records(
                 " included; steps counted from 1 as the log has no step lines)"
             )
     return _table(records, source), note
+
+
+def _stamped_step_times() -> pl.Expr:
+    """Seconds per step between consecutive step lines of a launch, from their logger
+    timestamps (a step line is printed as its step ends)."""
+    stamp = to_timestamp(pl.col("stamp"))
+    seconds = stamp.diff().over("launch").dt.total_microseconds() / 1e6
+    steps = pl.col("iteration").diff().over("launch")
+    return pl.when(steps > 0).then(seconds / steps)
 
 
 def _launches(lines: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:

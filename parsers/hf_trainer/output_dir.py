@@ -175,7 +175,9 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
             how = "the base model's, beside the adapter" if adapter else None
             for copy in candidates:
                 if copy != path and copy.is_file():
-                    note_read_along(copy, False, f"a checkpoint's copy of {path}, which was read")
+                    note_read_along(
+                        copy, False, f"another copy of the model's config: {path} was read"
+                    )
             _read(path, "the model's shape")
             return _shape_from_file(path, how)
     if not adapter:
