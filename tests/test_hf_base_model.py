@@ -118,3 +118,16 @@ def test_no_base_model_named_says_which_flag(tmp_path: Path) -> None:
         " it: the model shape is unknown; pass --model with the base model's config.json" in w
         for w in run.warnings
     )
+
+
+def test_a_run_that_died_before_saving_keeps_its_checkpoint_adapter(tmp_path: Path) -> None:
+    """Only checkpoint-20/ (trainer_state.json, adapter_config.json) and the base model's
+    config.json: the adapter is the checkpoint's, and the FLOPs follow the frozen rule."""
+    out = tmp_path / "out"
+    shutil.copytree(LORA / "checkpoint-20", out / "checkpoint-20")
+    shutil.copy(LORA / "config.json", out / "config.json")
+    run = load_run([str(out)], load_registry()).run
+    assert run.get("lora") is True
+    assert run.get("lora_rank") == 8
+    assert str(run.config["lora"].provenance) == f"{out}/checkpoint-20/adapter_config.json"
+    assert run.table["iteration"].to_list() == [5, 10, 15, 20]

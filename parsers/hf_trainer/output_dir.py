@@ -229,13 +229,17 @@ def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]
 
 
 def adapter_config(root: Path) -> dict[str, ConfigValue]:
-    """A PEFT LoRA adapter's facts: the base weights are frozen."""
-    path = root / "adapter_config.json"
-    if not path.is_file():
+    """A PEFT LoRA adapter's facts (the base weights are frozen): the output_dir's
+    adapter_config.json, else the newest checkpoint's (a run that died before saving)."""
+    name = "adapter_config.json"
+    copies = [root / name] + [c.parent / name for c in state_copies(root) if c.parent != root]
+    copies = [copy for copy in copies if copy.is_file()]
+    if not copies:
         return {}
+    path = copies[0]
     data = _load(path)
     _read(path, "the PEFT adapter (LoRA rank, target modules, base model)")
-    for copy in root.glob("checkpoint-*/adapter_config.json"):
+    for copy in copies[1:]:
         note_read_along(copy, False, f"a checkpoint's copy of {path}, which was read")
     where = Provenance("config", str(path))
     found: dict[str, object] = {"lora": str(data.get("peft_type", "LORA")).upper() == "LORA"}
