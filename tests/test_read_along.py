@@ -4,6 +4,7 @@ leaves unread on purpose say why; none is called unrecognised."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -63,3 +64,16 @@ def test_a_ds_config_beside_the_log_is_listed_as_read(monkeypatch: pytest.Monkey
             "how": f"as part of {run}/train.log: the DeepSpeed settings beside it",
         }
     ]
+
+
+def test_the_report_lists_them_as_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(ROOT)
+    out = f"{tmp_path}/report.html"
+    args = ["report", "-q", "fixtures/hf_trainer/plain", "--gpu", "h100-sxm", "-o", out]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    html = Path(out).read_text(encoding="utf-8")
+    assert "<summary>2 sources read (4 more files with them), 3 ignored</summary>" in html
+    assert (
+        "read as part of the output_dir fixtures/hf_trainer/plain: the final train metrics" in html
+    )

@@ -301,6 +301,9 @@ def _identity(doc: Mapping[str, Any], run: Run | None) -> Identity:
         ignored=tuple(
             Row((str(i.get("path")), str(i.get("reason")))) for i in doc.get("ignored") or ()
         ),
+        read_along=tuple(
+            Row((str(r.get("path")), str(r.get("how")))) for r in doc.get("read_along") or ()
+        ),
     )
 
 

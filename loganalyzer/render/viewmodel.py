@@ -75,6 +75,8 @@ class Identity:
     dates: str
     sources: tuple[Row, ...]
     ignored: tuple[Row, ...]
+    # files read as part of a source (an output_dir's config.json), and how
+    read_along: tuple[Row, ...] = ()
 
 
 @dataclass(frozen=True)
