@@ -184,9 +184,10 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
         return {}, []
     base = adapter.get("peft_base_model")
     name = base.value if base is not None and isinstance(base.value, str) else None
+    source = adapter["lora"].provenance.source
     if name is None:
         return {}, [
-            f"{root / 'adapter_config.json'}: the LoRA adapter names no base model"
+            f"{source}: the LoRA adapter names no base model"
             " (base_model_name_or_path is null) and no config.json is beside it: the model"
             " shape is unknown; pass --model with the base model's config.json (or a preset)"
         ]
@@ -201,7 +202,7 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
         shape = shape_from_preset(preset)
     except ValueError:
         return {}, [
-            f"{root / 'adapter_config.json'}: the LoRA adapter's base model {name}: {looked},"
+            f"{source}: the LoRA adapter's base model {name}: {looked},"
             " and it is not a preset; pass --model with its config.json (or a preset)"
         ]
     where = Provenance("preset", f"{preset.lower()} (the adapter's base model {name})")
