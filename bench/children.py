@@ -2,6 +2,8 @@
 
     python -m bench.children analyse RECORDS
     python -m bench.children rolling-median RECORDS
+    python -m bench.children index TREE JOBS
+    python -m bench.children fingerprint TREE
 
 Each prints its result and, last, `{"seconds": s}`: the time of the measured section alone,
 without building the synthetic input.
@@ -13,6 +15,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 
 import polars as pl
 
@@ -61,5 +64,42 @@ def rolling_median(records: int) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
+def index(tree: str, jobs: str) -> None:
+    """A first index of `tree` into an empty dataset with `jobs` worker processes."""
+    import tempfile
+
+    from loganalyzer.fleet.engines import PoolEngine
+    from loganalyzer.fleet.indexer import build_index
+    from loganalyzer.fleet.worker import Settings
+
+    with tempfile.TemporaryDirectory(prefix="bench-index-") as folder:
+        settings = Settings({"shape": {}, "run": {"gpu": "h100-sxm"}})
+        start = time.perf_counter()
+        result = build_index([tree], f"{folder}/index", settings, PoolEngine(int(jobs)))
+        seconds = time.perf_counter() - start
+    print(result.analysed)
+    print(json.dumps({"seconds": seconds}))
+
+
+def fingerprint(tree: str) -> None:
+    """The baseline of `index`: read and fingerprint every file of the tree once."""
+    from pathlib import Path
+
+    from loganalyzer.fleet.manifest import fingerprint as file_fingerprint
+
+    start = time.perf_counter()
+    for path in sorted(Path(tree).rglob("*")):
+        if path.is_file():
+            file_fingerprint(str(path))
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+COMMANDS: dict[str, Callable[..., None]] = {
+    "analyse": lambda records: analyse(int(records)),
+    "rolling-median": lambda records: rolling_median(int(records)),
+    "index": index,
+    "fingerprint": fingerprint,
+}
+
 if __name__ == "__main__":
-    {"analyse": analyse, "rolling-median": rolling_median}[sys.argv[1]](int(sys.argv[2]))
+    COMMANDS[sys.argv[1]](*sys.argv[2:])

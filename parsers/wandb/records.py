@@ -49,6 +49,17 @@ def loads(text: str) -> object:
         return text
 
 
+def history_value(text: str) -> object:
+    """A history `value_json`: a number read with `float` (a JSON number, what wandb writes
+    for scalars, ends with a digit and reads the same either way), anything else with json."""
+    if text[-1:].isdigit():
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return loads(text)
+
+
 def number(value: object) -> float | None:
     if isinstance(value, bool):
         return float(value)
@@ -62,6 +73,10 @@ def decode_records(records: list[bytes]) -> RunRecords:
     from wandb.proto import wandb_internal_pb2
 
     found = RunRecords()
+    # Summary and config values as written (JSON), the last of each key kept and decoded
+    # once at the end: wandb rewrites the whole summary at every step.
+    summary: dict[str, str] = {}
+    config: dict[str, str] = {}
     for index, raw in enumerate(records):
         try:
             record = wandb_internal_pb2.Record.FromString(raw)  # type: ignore[attr-defined]
@@ -72,9 +87,9 @@ def decode_records(records: list[bytes]) -> RunRecords:
         if kind == "history":
             _history(record.history, index, found)
         elif kind == "config":
-            _updates(record.config.update, found.config)
+            _updates(record.config.update, config)
         elif kind == "summary":
-            _updates(record.summary.update, found.summary)
+            _updates(record.summary.update, summary)
         elif kind == "run":
             run = record.run
             found.run.update(
@@ -84,7 +99,7 @@ def decode_records(records: list[bytes]) -> RunRecords:
                 display_name=run.display_name,
                 start_time=run.start_time.seconds or None,
             )
-            _updates(run.config.update, found.config)
+            _updates(run.config.update, config)
         elif kind == "environment":
             _environment(record.environment, found.environment)
         elif kind == "stats":
@@ -92,11 +107,13 @@ def decode_records(records: list[bytes]) -> RunRecords:
         elif kind == "exit":
             found.exit_code = record.exit.exit_code
             found.finished = True
+    found.config.update(_decoded(config))
+    found.summary.update(_decoded(summary))
     return found
 
 
 def _history(history: Any, index: int, found: RunRecords) -> None:
-    values = {key_of(item): loads(item.value_json) for item in history.item}
+    values = {key_of(item): history_value(item.value_json) for item in history.item}
     fallback = float(history.step.num) if history.HasField("step") else None
     history_row(values, fallback, index, found)
 
@@ -131,15 +148,20 @@ def history_row(
         columns["record"].append(index)
 
 
-def _updates(updates: Any, into: dict[str, object]) -> None:
+def _updates(updates: Any, into: dict[str, str]) -> None:
     for item in updates:
         key = key_of(item)
-        if key.startswith("_wandb"):
-            continue  # W&B's own bookkeeping
-        value = loads(item.value_json)
-        if _wrapped(value):
-            value = value["value"]  # type: ignore[index]  # config.yaml's {desc, value} form
-        into[key] = value
+        if not key.startswith("_wandb"):  # W&B's own bookkeeping
+            into[key] = item.value_json
+
+
+def _decoded(updates: dict[str, str]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for key, text in updates.items():
+        value = loads(text)
+        # config.yaml's {desc, value} form
+        values[key] = value["value"] if _wrapped(value) else value  # type: ignore[index]
+    return values
 
 
 def _environment(env: Any, into: dict[str, object]) -> None:
