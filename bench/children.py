@@ -4,6 +4,8 @@
     python -m bench.children rolling-median RECORDS
     python -m bench.children index TREE JOBS
     python -m bench.children fingerprint TREE
+    python -m bench.children wandb-reference RUN.wandb
+    python -m bench.children wandb-pull FOLDER ROWS
 
 Each prints its result and, last, `{"seconds": s}`: the time of the measured section alone,
 without building the synthetic input.
@@ -94,11 +96,62 @@ def fingerprint(tree: str) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
+def wandb_reference(path: str) -> None:
+    """The baseline of the W&B stage: every history value of a `.wandb` file read with
+    wandb's own protobuf classes and json, the least any reader of it does. The framing is
+    the LevelDB log format's, as wandb's former Python reader (`datastore.py`) walked it:
+    32 KiB blocks of `crc32 | length | type | data` chunks, each CRC checked."""
+    import struct
+    import zlib
+    from pathlib import Path
+
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(path).read_bytes()
+    block, header = 32 * 1024, struct.Struct("<IHB")
+    position, parts, rows, values = 7, [], 0, 0
+    while position + header.size <= len(data):
+        left = block - position % block
+        if left < header.size:
+            position += left
+            continue
+        crc, length, kind = header.unpack_from(data, position)
+        if length == 0 and kind == 0:
+            position += left
+            continue
+        chunk = data[position + header.size : position + header.size + length]
+        position += header.size + length
+        if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) != crc:
+            raise SystemExit(f"{path}: bad CRC at byte {position}")
+        parts.append(chunk)
+        if kind in (1, 4):  # FULL or LAST: a whole record
+            record = wandb_internal_pb2.Record.FromString(b"".join(parts))  # type: ignore[attr-defined]
+            parts = []
+            if record.WhichOneof("record_type") == "history":
+                rows += 1
+                for item in record.history.item:
+                    json.loads(item.value_json)
+                    values += 1
+    print(rows, values)
+
+
+def wandb_pull(folder: str, rows: str) -> None:
+    """The baseline of the cached re-read: the first pull of the run by ID (through the
+    loopback replay server: no network)."""
+    from pathlib import Path
+
+    from bench.wandb_inputs import pull
+
+    print(pull(Path(folder), int(rows)))
+
+
 COMMANDS: dict[str, Callable[..., None]] = {
     "analyse": lambda records: analyse(int(records)),
     "rolling-median": lambda records: rolling_median(int(records)),
     "index": index,
     "fingerprint": fingerprint,
+    "wandb-reference": wandb_reference,
+    "wandb-pull": wandb_pull,
 }
 
 if __name__ == "__main__":
