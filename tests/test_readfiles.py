@@ -15,6 +15,8 @@ import pytest
 
 from bench.generate import write_log
 from loganalyzer.errors import InputError
+from loganalyzer.model import Run
+from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.readfiles import (
     POOL_BYTES,
     SIZEABLE_BYTES,
@@ -23,7 +25,7 @@ from loganalyzer.readfiles import (
     read_files,
     worth_a_pool,
 )
-from loganalyzer.registry import load_registry
+from loganalyzer.registry import LoadedParser, Registry, load_registry
 from tests.conftest import FIXTURES, ROOT
 
 
@@ -105,3 +107,25 @@ def test_a_run_directory_read_by_the_pool_from_the_command_line(tmp_path: Path) 
     assert json.loads(done.stdout)["iterations"]["logged"] == first + second
     for name in ("slurm-1.out", "slurm-2.out"):
         assert f"reading {folder / name} (megatron)" in done.stderr
+
+
+def test_a_registry_that_cannot_reach_a_worker_is_read_here(tmp_path: Path) -> None:
+    """A parser object defined where a worker cannot import it (here, inside a test) keeps
+    the serial path rather than failing."""
+
+    class Local:
+        name = "local"
+        description = "a parser only this process knows"
+
+        def detect(self, path: Path) -> float:
+            return 1.0
+
+        def parse(self, path: Path) -> Run:
+            return MegatronParser().parse(path)
+
+    registry = Registry({"local": LoadedParser(Local(), "tests", "tests:Local")}, {})
+    paths = _mixed_folder(tmp_path / "run")[:2]
+    tasks = [FileTask(path, explicit=True, forced_format=None) for path in paths]
+    outcomes = list(read_files(tasks, registry, jobs=2))
+    assert [o.path for o in outcomes] == paths
+    assert all(o.run is not None and o.run.table.height for o in outcomes)
