@@ -37,8 +37,13 @@ class RunRecords:
 
 
 def key_of(item: Any) -> str:
-    """An item's key: `key`, or its `nested_key` path joined with '/'."""
-    return item.key or "/".join(item.nested_key)
+    """An item's key: `key`, or its `nested_key` path joined with '/'. A one-part path (what
+    wandb writes today) is taken as it is: `join` over a protobuf list costs three times more,
+    once per value of every record."""
+    if item.key:
+        return str(item.key)
+    nested = item.nested_key
+    return str(nested[0]) if len(nested) == 1 else "/".join(nested)
 
 
 def loads(text: str) -> object:
@@ -126,26 +131,29 @@ def history_row(
     if step is None:
         step = fallback_step
     wall = number(values.get("_timestamp"))
-    columns = found.history
+    names: list[str] = []
+    scalars: list[float] = []
     for name, value in values.items():
         if name in ("_step", "_timestamp"):
             continue
-        scalar = number(value)
+        scalar = value if type(value) is float else number(value)
         if scalar is None:
             found.not_scalar[name] += 1
             continue
-        columns["name"].append(name)
-        columns["step"].append(None if step is None else int(step))
-        columns["wall_time"].append(wall)
-        columns["value"].append(scalar)
-        columns["record"].append(index)
+        names.append(name)
+        scalars.append(scalar)
     # the step itself, so that the iteration can come from it when nothing better exists
     if step is not None:
-        columns["name"].append("_step")
-        columns["step"].append(int(step))
-        columns["wall_time"].append(wall)
-        columns["value"].append(step)
-        columns["record"].append(index)
+        names.append("_step")
+        scalars.append(step)
+    # one extend per column and row, not one append per value
+    columns = found.history
+    count = len(names)
+    columns["name"].extend(names)
+    columns["step"].extend([None if step is None else int(step)] * count)
+    columns["wall_time"].extend([wall] * count)
+    columns["value"].extend(scalars)
+    columns["record"].extend([index] * count)
 
 
 def _updates(updates: Any, into: dict[str, str]) -> None:
