@@ -24,7 +24,7 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
     log = write_offline_run(workdir / "offline", rows)
     megabytes = log.stat().st_size / 1e6
     pulled = workdir / "pulled"
-    pull(pulled, rows)  # fills the cache the re-read uses
+    pull(pulled, rows, attempts=3)  # fills the cache the re-read uses
     reread = Command(
         "summary --json wandb:… (cached)",
         [

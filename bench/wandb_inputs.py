@@ -113,17 +113,21 @@ def client_env(folder: Path, base_url: str) -> dict[str, str]:
     return env
 
 
-def pull(folder: Path, rows: int) -> str:
-    """`summary --json --refresh` of the served run, through the real client; its stdout."""
-    with replay_server(served_run(rows)) as server:
-        done = subprocess.run(
-            [*SUMMARY, "-q", "--refresh", REFERENCE, "--json"],
-            env=client_env(folder, server.base),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"pulling {REFERENCE} failed: {done.stderr.strip()[-300:]}")
-    return done.stdout
+def pull(folder: Path, rows: int, attempts: int = 1) -> str:
+    """`summary --json --refresh` of the served run, through the real client; its stdout.
+    The client's first contact has a deadline (`remote.CONNECT_DEADLINE_S`) that a heavily
+    loaded machine can miss: set-up may try again (`attempts`), a timed pull does not."""
+    for attempt in range(attempts):
+        with replay_server(served_run(rows)) as server:
+            done = subprocess.run(
+                [*SUMMARY, "-q", "--refresh", REFERENCE, "--json"],
+                env=client_env(folder, server.base),
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        if done.returncode == 0:
+            return done.stdout
+        print(f"pull {attempt + 1} of {attempts} failed", file=sys.stderr)
+    raise RuntimeError(f"pulling {REFERENCE} failed: {done.stderr.strip()[-300:]}")
