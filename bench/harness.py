@@ -47,6 +47,8 @@ class Case:
     unit: str
     subject: Command
     baselines: Sequence[Command] = field(default_factory=tuple)
+    # Further (amount, unit) pairs shown beside the first throughput (runs/s and MB/s).
+    also: Sequence[tuple[float, str]] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,11 @@ def rows(case: Case, subject: Measurement, baselines: Sequence[Measurement]) -> 
     def throughput(m: Measurement) -> str:
         if not case.amount:
             return "—"
-        return f"{case.amount / m.seconds:,.0f} {case.unit}/s"
+        pairs = [(case.amount, case.unit), *case.also]
+        return ", ".join(
+            f"{amount / m.seconds:,.{_digits(amount / m.seconds)}f} {unit}/s"
+            for amount, unit in pairs
+        )
 
     out = [
         Row(
@@ -153,6 +159,11 @@ def rows(case: Case, subject: Measurement, baselines: Sequence[Measurement]) -> 
             )
         )
     return out
+
+
+def _digits(rate: float) -> int:
+    """Decimals enough for two significant figures of a small rate (3.4 runs/s)."""
+    return 0 if rate >= 100 else 1 if rate >= 1 else 2
 
 
 def table(all_rows: Sequence[Row]) -> str:

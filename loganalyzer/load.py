@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loganalyzer.combine import combine_views
-from loganalyzer.errors import InputError, SeveralRunsError, UnrecognisedSourceError
+from loganalyzer.errors import InputError, SeveralRunsError
 from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
-from loganalyzer.registry import Registry, choose, choose_uri, format_scores, scores, uri_readers
-from loganalyzer.sources import READ_ALONG, READ_NOTES, check_readable, expand_sources
+from loganalyzer.readfiles import FileTask, read_files
+from loganalyzer.registry import Registry, choose_uri, uri_readers
+from loganalyzer.sources import expand_sources
 
 
 @dataclass(frozen=True)
@@ -83,40 +84,13 @@ def load_runs(
         if progress is not None:
             progress(f"reading {uri} ({reader.name})")
         runs.append(reader.parse(uri))
-    for path in expand_sources(names):
-        if not path.is_file():  # reading a FIFO or a device could block or never end
-            reason = "not a regular file (a pipe, socket, device, or a broken or looping link)"
-            if path in explicit:
-                raise InputError(f"{path}: {reason}; save its content to a file and name that")
-            ignored.append(Ignored(str(path), reason))
-            continue
-        if path in explicit:
-            check_readable(path)
-        name = forced_format or choose(registry, path)
-        if name is None:
-            if path in explicit:
-                found = format_scores(scores(registry, path))
-                raise UnrecognisedSourceError(
-                    f"{path}: no registered parser recognises this file ({found}); "
-                    "`loganalyzer parsers` lists the formats read (a parser plugin adds others)"
-                )
-            ignored.append(Ignored(str(path), "no parser recognises it"))
-            continue
-        if progress is not None:
-            progress(f"reading {path} ({name})")
-        notes: list[str] = []
-        token, along_token = READ_NOTES.set(notes), READ_ALONG.set(along)
-        try:
-            run = registry.get(name).parse(path)
-            run.warnings.extend(notes)
-            runs.append(run)
-        except InputError as exc:
-            if path in explicit:
-                raise
-            ignored.append(Ignored(str(path), str(exc)))
-        finally:
-            READ_NOTES.reset(token)
-            READ_ALONG.reset(along_token)
+    tasks = [FileTask(path, path in explicit, forced_format) for path in expand_sources(names)]
+    for outcome in read_files(tasks, registry, progress):
+        if outcome.run is not None:
+            runs.append(outcome.run)
+        else:
+            ignored.append(Ignored(str(outcome.path), outcome.ignored_reason or ""))
+        along.update(outcome.read_along)
     ignored, read_along = _read_along(ignored, along)
     if not runs:
         raise InputError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,8 +34,13 @@ def _responses(entity: str, project: str, run: str, base: str) -> dict[str, obje
     return loaded
 
 
+# Answers a GraphQL operation from its variables, or None to answer from the fixtures: the
+# benchmark serves a large generated run this way.
+Answer = Callable[[str, dict[str, object]], object | None]
+
+
 @contextmanager
-def replay_server() -> Iterator[Replay]:
+def replay_server(generate: Answer | None = None) -> Iterator[Replay]:
     holder: list[Replay] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -51,6 +56,10 @@ def replay_server() -> Iterator[Replay]:
             operation = found.group(1) if found else "?"
             replay.requests.append(operation)
             variables = request.get("variables") or {}
+            generated = None if generate is None else generate(operation, variables)
+            if generated is not None:
+                self._send(json.dumps(generated).encode())
+                return
             run = variables.get("name") or variables.get("runName") or variables.get("run")
             entity = variables.get("entity") or "tiny-team"
             recorded = _responses(

@@ -25,6 +25,16 @@ DEEPSPEED_MARKERS = re.compile(
     r"\[Rank \d+\] step=\d+, skipped=|RunningAvgSamplesPerSec=|DeepSpeedEngine configuration"
     r"|time \(ms\) \| fwd(?:_microstep)?: |DeepSpeed Flops Profiler|iter time \(s\): "
 )
+# One of these is in every match of DEEPSPEED_MARKERS: a head without any is passed over
+# with `in`, far cheaper than the pattern tried at every position of a 4 MB head.
+DEEPSPEED_LITERALS = (
+    "] step=",
+    "RunningAvgSamplesPerSec=",
+    "DeepSpeedEngine configuration",
+    "time (ms) | fwd",
+    "DeepSpeed Flops Profiler",
+    "iter time (s): ",
+)
 # Megatron's own structure: such a log (Megatron-DeepSpeed) is the Megatron parser's.
 MEGATRON_MARKERS = re.compile(
     r"iteration\s{1,8}\d+\s*/\s*\d+\s*\||^-+ arguments -+$|using world size: \d+",
@@ -68,7 +78,9 @@ class DeepSpeedParser:
         if not path.is_file():
             return 0.0
         head = read_head(path)
-        if not head or is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
+        if not any(literal in head for literal in DEEPSPEED_LITERALS):
+            return 0.0
+        if is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
             return 0.0
         if MEGATRON_MARKERS.search(head) or HF_MARKERS.search(head):
             return 0.2

@@ -1,0 +1,187 @@
+"""Reading the files of the sources named: each detected and parsed on its own, in a pool of
+processes when there are several sizeable ones (a run directory of rank logs), one after
+another otherwise, the outcomes always given back in the order of the files.
+
+Why processes: parsing is mostly polars, but detection, line splitting and the parsers'
+own glue are Python, which one interpreter runs on one core at a time. Workers are spawned,
+never forked: polars' thread pool is already running in this process and a forked copy of
+it can deadlock; and spawned workers are this process's own children, so their CPU time is
+counted in its own (`time`, `wait4`). Starting workers costs about a second, so small
+inputs (the fixtures, a single log) keep the serial path.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loganalyzer.errors import InputError, UnrecognisedSourceError
+from loganalyzer.model import Run
+from loganalyzer.registry import Registry, choose, format_scores, scores
+from loganalyzer.sources import READ_ALONG, READ_NOTES, READ_PROGRESS, check_readable
+
+# A pool pays off from two files of at least SIZEABLE_BYTES that together hold POOL_BYTES:
+# below that, starting the workers costs more than the parsing they share.
+SIZEABLE_BYTES = 1 << 20
+POOL_BYTES = 32 << 20
+# Files handed to the pool ahead of the one being waited for, per worker: enough to keep
+# every worker busy, few enough that finished runs do not pile up out of order.
+AHEAD_PER_WORKER = 2
+
+Progress = Callable[[str], None]
+ReadProgress = Callable[[Path, int, int | None], None]
+Shared = tuple[Registry, Progress | None, ReadProgress | None]
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One file to read: named on the command line (`explicit`: errors are fatal) or found
+    inside a directory (errors only list it as ignored), and the format forced, if any."""
+
+    path: Path
+    explicit: bool
+    forced_format: str | None
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What reading one file gave: its Run, or the reason it was passed over, and the files
+    its parser read as part of it (`sources.note_read_along`), by path."""
+
+    path: Path
+    run: Run | None = None
+    ignored_reason: str | None = None
+    read_along: dict[str, tuple[bool, str]] = field(default_factory=dict)
+
+
+def read_files(
+    tasks: Sequence[FileTask],
+    registry: Registry,
+    progress: Progress | None = None,
+    jobs: int | None = None,
+) -> Iterator[FileOutcome]:
+    """Each task's outcome, in the order of `tasks`, read by `jobs` processes (by default
+    the cores this process may use, when `worth_a_pool`). An error that is fatal for a file
+    named explicitly is raised when its turn comes, as the serial path would."""
+    workers = min(len(tasks), usable_cores() if jobs is None else jobs)
+    if workers < 2 or (jobs is None and not worth_a_pool([t.path for t in tasks])):
+        for task in tasks:
+            yield read_file(task, registry, progress)
+        return
+    shared: Shared = (registry, progress, READ_PROGRESS.get())
+    try:
+        pickle.dumps(shared)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        # A registry or progress callback that cannot be sent to a worker (a parser object
+        # built in a test, a lambda): read here, as before.
+        for task in tasks:
+            yield read_file(task, registry, progress)
+        return
+    yield from _pooled(tasks, shared, workers)
+
+
+def worth_a_pool(paths: Sequence[Path]) -> bool:
+    """True when at least two files are sizeable and those hold enough bytes to share."""
+    sizes = []
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size >= SIZEABLE_BYTES:
+            sizes.append(size)
+    return len(sizes) >= 2 and sum(sizes) >= POOL_BYTES
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> FileOutcome:
+    """Detect and parse one file; damage met on the way (READ_NOTES) joins its warnings."""
+    path = task.path
+    if not path.is_file():  # reading a FIFO or a device could block or never end
+        reason = "not a regular file (a pipe, socket, device, or a broken or looping link)"
+        if task.explicit:
+            raise InputError(f"{path}: {reason}; save its content to a file and name that")
+        return FileOutcome(path, ignored_reason=reason)
+    if task.explicit:
+        check_readable(path)
+    name = task.forced_format or choose(registry, path)
+    if name is None:
+        if task.explicit:
+            found = format_scores(scores(registry, path))
+            raise UnrecognisedSourceError(
+                f"{path}: no registered parser recognises this file ({found}); "
+                "`loganalyzer parsers` lists the formats read (a parser plugin adds others)"
+            )
+        return FileOutcome(path, ignored_reason="no parser recognises it")
+    if progress is not None:
+        progress(f"reading {path} ({name})")
+    notes: list[str] = []
+    along: dict[str, tuple[bool, str]] = {}
+    token, along_token = READ_NOTES.set(notes), READ_ALONG.set(along)
+    try:
+        run = registry.get(name).parse(path)
+    except InputError as exc:
+        if task.explicit:
+            raise
+        return FileOutcome(path, ignored_reason=str(exc), read_along=along)
+    finally:
+        READ_NOTES.reset(token)
+        READ_ALONG.reset(along_token)
+    run.warnings.extend(notes)
+    return FileOutcome(path, run=run, read_along=along)
+
+
+def _pooled(
+    tasks: Sequence[FileTask],
+    shared: Shared,
+    workers: int,
+) -> Iterator[FileOutcome]:
+    """The outcomes in order, at most AHEAD_PER_WORKER files per worker handed out ahead."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=shared
+    ) as pool:
+        pending: deque[Future[FileOutcome]] = deque()
+        waiting = iter(tasks)
+        try:
+            for task in waiting:
+                pending.append(pool.submit(_read_in_worker, task))
+                if len(pending) >= workers * AHEAD_PER_WORKER:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:  # an error raised for one file: the files after it are not read
+            for future in pending:
+                future.cancel()
+
+
+# Set once per worker process by `_start_worker`: what every file it reads needs.
+_worker_registry: Registry | None = None
+_worker_progress: Progress | None = None
+
+
+def _start_worker(
+    registry: Registry,
+    progress: Progress | None,
+    read_progress: ReadProgress | None,
+) -> None:
+    global _worker_registry, _worker_progress
+    _worker_registry, _worker_progress = registry, progress
+    READ_PROGRESS.set(read_progress)  # the worker's tasks run in this same context
+
+
+def _read_in_worker(task: FileTask) -> FileOutcome:
+    assert _worker_registry is not None, "the pool's initializer sets the registry"
+    return read_file(task, _worker_registry, _worker_progress)
