@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -17,11 +18,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from loganalyzer.analysis.goodput import PRODUCTIVE, UNLOGGED
 from loganalyzer.cli import main
+from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
 from loganalyzer.fleet.engines import Item, PoolEngine, Result
 from loganalyzer.fleet.indexer import build_index
 from loganalyzer.fleet.layout import RUNS_DIR, run_key
-from loganalyzer.fleet.worker import Settings, analyse_run
+from loganalyzer.fleet.worker import Settings, analyse_folder
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from tests.conftest import ROOT
 from tests.fleet_tree import Tree, write_tree
@@ -93,7 +96,7 @@ def test_fleet_json_finds_the_regression_names_the_corrupt_run_and_sums_gpu_hour
     indexed: Indexed,
 ) -> None:
     fleet, tree = _fleet(indexed.dataset), indexed.tree
-    assert fleet["schema"] == "loganalyzer.fleet/1"
+    assert fleet["schema"] == "loganalyzer.fleet/2"
     [regression] = fleet["regressions"]
     assert regression["run_id"] == tree.regressed
     assert regression["slowdown"] == pytest.approx(0.15, abs=0.02)
@@ -106,13 +109,47 @@ def test_fleet_json_finds_the_regression_names_the_corrupt_run_and_sums_gpu_hour
     for run_id, hours in tree.gpu_hours.items():
         assert by_run[run_id]["gpu_hours"] == pytest.approx(hours, rel=1e-12), run_id
     restarted = by_run[tree.restarted]
-    # 10 minutes of gap and 60 redone iterations on 16 GPUs
-    assert restarted["lost_restarts_gpu_hours"] > 16 * 600 / 3600
+    # 10 minutes of gap and 60 redone iterations (of 1.8 s) on 16 GPUs
+    assert restarted["lost_restart_gaps_gpu_hours"] == pytest.approx(16 * 600 / 3600, rel=1e-9)
+    assert restarted["lost_redone_work_gpu_hours"] == pytest.approx(16 * 60 * 1.8 / 3600, rel=0.01)
     assert fleet["most_lost"][0]["run_id"] == tree.restarted
-    assert fleet["lost_by_cause_gpu_hours"]["restarts"] == restarted["lost_restarts_gpu_hours"]
+    lost = fleet["lost_by_cause_gpu_hours"]
+    assert lost["restart_gaps"] == restarted["lost_restart_gaps_gpu_hours"]
     assert [g["runs"] for g in fleet["groups"]] == [16, 17, 17]  # the corrupt run is in none
     assert fleet["runs"][0]["run_id"] == tree.corrupt  # worst first: failed, then most lost
     assert fleet["runs"][1]["run_id"] == tree.restarted
+
+
+def test_gpu_hours_lost_are_the_runs_goodput_budgets_summed(indexed: Indexed) -> None:
+    """Every run's figures are its summary's goodput budget times its GPUs, and the fleet's
+    totals their sums: lost + productive + not in the log = the GPU-hours held."""
+    fleet = _fleet(indexed.dataset)
+    kept = (PRODUCTIVE, UNLOGGED)
+    summed: dict[str, list[float]] = {cause: [] for cause in (*LOST_CAUSES, "all", "held")}
+    for row in fleet["runs"]:
+        if row["status"] != "ok":
+            continue
+        summary = json.loads((indexed.dataset / RUNS_DIR / row["key"] / "summary.json").read_text())
+        goodput, gpus = summary["goodput"], summary["run"]["num_gpus"]
+        lines = {line["name"]: line["seconds"] for line in goodput["lines"]}
+        assert row["gpu_hours"] == gpus * goodput["wall_s"] / 3600
+        lost = math.fsum(s for name, s in lines.items() if name not in kept)
+        assert row["lost_gpu_hours"] == gpus * lost / 3600
+        for cause, name in LOST_LINES.items():
+            assert row[f"lost_{cause}_gpu_hours"] == gpus * lines[name] / 3600
+            summed[cause].append(row[f"lost_{cause}_gpu_hours"])
+        held = gpus * (lost + lines[PRODUCTIVE] + lines[UNLOGGED]) / 3600
+        assert held == pytest.approx(row["gpu_hours"], rel=1e-12)
+        summed["all"].append(row["lost_gpu_hours"])
+        summed["held"].append(row["gpu_hours"])
+    assert fleet["totals"]["lost_gpu_hours"] == pytest.approx(math.fsum(summed["all"]), rel=1e-12)
+    assert fleet["totals"]["gpu_hours"] == pytest.approx(math.fsum(summed["held"]), rel=1e-12)
+    for cause in LOST_CAUSES:
+        total = fleet["lost_by_cause_gpu_hours"][cause]
+        assert total == pytest.approx(math.fsum(summed[cause]), rel=1e-12, abs=1e-15), cause
+    by_cause = math.fsum(fleet["lost_by_cause_gpu_hours"][c] for c in LOST_CAUSES)
+    assert by_cause == pytest.approx(fleet["totals"]["lost_gpu_hours"], rel=1e-12)
+    assert fleet["lost_by_cause_gpu_hours"]["restart_gaps"] > 0
 
 
 def test_second_index_reanalyses_only_the_changed_run_in_a_pool(
@@ -155,7 +192,7 @@ class _Interrupted(PoolEngine):
     """An engine interrupted (Ctrl-C) after two runs finished."""
 
     def map(self, function: Callable[[Item], Result], items: Sequence[Item]) -> Iterator[Result]:
-        if function is not analyse_run:
+        if function is not analyse_folder:
             yield from super().map(function, items)
             return
         yield from super().map(function, items[:2])

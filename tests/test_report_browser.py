@@ -58,7 +58,9 @@ def test_bundled_example_opens_offline_with_every_chart(page: Page, tmp_path: Pa
     assert float(step) == document["step_time_s"]["median"]
     assert step_text == number(document["step_time_s"]["median"], ".4g", " s")
     budget = page.evaluate("document.querySelector('#time-budget .legend').textContent")
-    assert duration(document["time"]["productive_s"]) in budget
+    productive = document["goodput"]["lines"][0]
+    assert productive["name"] == "productive steady steps"
+    assert duration(productive["seconds"]) in budget
 
     shot = page.screenshot(tmp_path / "report.png")
     assert shot.stat().st_size > 20_000

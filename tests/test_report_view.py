@@ -48,9 +48,11 @@ def test_budget_parts_add_up_to_the_bar(monkeypatch: pytest.MonkeyPatch) -> None
     view = build_view(document, None)
     assert sum(p.width for p in view.budget) == pytest.approx(100, abs=0.01)
     parts = {p.key: p.seconds for p in view.budget}
-    assert parts["productive"] == document["time"]["productive_s"]
-    assert parts["gaps"] == document["restarts"][0]["gap_s"]
-    assert parts["redone"] == document["restarts"][0]["redone_s"]
+    lines = {line["name"]: line["seconds"] for line in document["goodput"]["lines"]}
+    assert parts["productive"] == lines["productive steady steps"]
+    assert parts["gaps"] == lines["restart gaps"]
+    assert parts["redone"] == lines["redone work"]
+    assert sum(parts.values()) == pytest.approx(document["goodput"]["wall_s"], rel=1e-12)
 
 
 def test_an_older_or_newer_document_still_builds() -> None:

@@ -26,7 +26,7 @@ Examples:
 @click.command("fleet", help=_FLEET_HELP)
 @click.argument("dataset")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the HTML report here.")
-@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/1 JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/2 JSON.")
 def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
     from loganalyzer.fleet.report import build_fleet
     from loganalyzer.fleet.view import build_view

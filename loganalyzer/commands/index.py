@@ -19,19 +19,26 @@ from loganalyzer.errors import UsageProblem
 
 _INDEX_HELP = """Index every run under ROOTS into the Parquet dataset --out.
 
-A run is a folder holding logs a parser recognises. Each is analysed exactly as `summary`
-does (the model and hardware options apply to every run), and the dataset gets its
-per-iteration and metrics tables (Parquet), its summary document (JSON), and a row in
-manifest.parquet (inputs with size, modification time and fingerprint; status; error) and
-runs.parquet (headline figures). A second index analyses only runs that are new or changed,
-or were analysed by an older schema or with other options (all with --rebuild). A run that
-cannot be read is recorded with its error; the rest goes on (exit 0).
+Each folder holding logs a parser recognises is read once, and its runs told apart as
+`summary --split-runs` tells them (a folder may hold several runs; a run's restarts in
+several files are one run). A ROOT that is a text file of W&B run references
+(wandb:ENTITY/PROJECT/RUN_ID or run URLs, one a line, # comments) names runs pulled through
+the W&B API (cached). Each run is analysed exactly as `summary` does (the model and hardware
+options apply to every run), and the dataset gets its per-iteration and metrics tables
+(Parquet), its summary document (JSON), with --reports its HTML report (as `report` writes
+it), and a row in manifest.parquet (inputs with size, modification time and fingerprint;
+status; error) and runs.parquet (headline figures). A second index reads only folders that
+are new or changed, or were analysed by an older schema, with other options or without the
+reports now asked for (all with --rebuild). A run that cannot be read is recorded with its
+error; the rest goes on (exit 0).
 
 ROOTS and --out may be local paths or fsspec URLs (s3://, gs://, file://, memory://).
 
 \b
 Examples:
   loganalyzer index /shared/runs --out fleet-index/ --gpu h100-sxm
+  loganalyzer index /shared/runs --out fleet-index/ --gpu h100-sxm --reports
+  loganalyzer index /shared/runs wandb-runs.txt --out fleet-index/
   loganalyzer index runs-2025q3/ runs-2025q4/ --out fleet-index/ --jobs 8
   loganalyzer index s3://bucket/runs --out s3://bucket/fleet-index --engine ray
   loganalyzer index /shared/runs --out fleet-index/ --rebuild --json
@@ -55,6 +62,11 @@ Examples:
     help="Worker processes (Ray CPUs for a local cluster); 0 = every local core.",
 )
 @click.option("--rebuild", is_flag=True, help="Analyse every run again.")
+@click.option(
+    "--reports",
+    is_flag=True,
+    help="Write each run's HTML report into the dataset (runs/<key>/report.html).",
+)
 @warmup_option
 @slow_factor_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
@@ -66,6 +78,7 @@ def index_command(
     engine: str,
     jobs: int,
     rebuild: bool,
+    reports: bool,
     warmup: int | None,
     slow_factor: float,
     as_json: bool,
@@ -86,6 +99,7 @@ def index_command(
         settings,
         make_engine(engine, jobs),
         rebuild=rebuild,
+        reports=reports,
         planned=progress.planned,
         finished=progress.finished,
     )
@@ -110,6 +124,7 @@ def index_command(
                     "found": result.found,
                     "analysed": result.analysed,
                     "skipped": result.skipped,
+                    "reports": result.reports,
                     "reasons": dict(result.reasons),
                     "failed": [{"run_id": r, "error": e} for r, e in result.failed],
                     "folders_passed_over": result.folders_passed_over,
@@ -130,13 +145,13 @@ class _Progress:
         self.began = time.perf_counter()
         self.done_bytes = 0
 
-    def planned(self, runs: int, size: int) -> None:
-        if self.quiet or runs == 0:
+    def planned(self, folders: int, size: int) -> None:
+        if self.quiet or folders == 0:
             return
         self.began = time.perf_counter()
         self.bar = click.progressbar(
-            length=runs,
-            label=f"analysing {runs} runs ({size / 1e6:.1f} MB)",
+            length=folders,
+            label=f"reading {folders} folders ({size / 1e6:.1f} MB)",
             file=sys.stderr,
             show_pos=True,
             show_eta=True,
@@ -144,11 +159,12 @@ class _Progress:
         )
         self.bar.__enter__()
 
-    def finished(self, outcome: Any) -> None:
+    def finished(self, outcomes: list[Any]) -> None:
         if self.bar is None:
             return
-        self.done_bytes += int(outcome.entry["bytes"] or 0)
-        self.bar.update(1, outcome)
+        sizes = {s["url"]: s["size"] for o in outcomes for s in o.entry["sources"]}
+        self.done_bytes += sum(int(size or 0) for size in sizes.values())
+        self.bar.update(1, outcomes)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -1,16 +1,20 @@
-"""Finding the runs under the roots named.
+"""Finding what to read under the roots named: folders of logs, and W&B runs by reference.
 
-Today a run is a folder holding files a parser recognises (the files directly in it, so that
-`job-12/` and `job-12/eval/` are two runs); the files of a folder that no parser recognises
-are left out of the run, as `summary DIR` ignores them. `split_folder` is the seam where the
-run-identity rules take over (one folder may hold several runs: another shape or world size,
-or an iteration counter restarting with no checkpoint load).
+The unit read is a folder holding files a parser recognises (the files directly in it, so
+that `job-12/` and `job-12/eval/` are read apart); files no parser recognises are left out,
+as `summary DIR` ignores them. Which runs a folder holds is decided when it is read, by the
+run-identity rules (`loganalyzer.identity`, as `summary --split-runs` applies them): a folder
+may hold several runs (another shape or world size, or an iteration counter starting again
+from 1), and a run whose restarts are in several files is one. A root that is a text file of
+W&B run references (`wandb:ENTITY/PROJECT/RUN_ID` or run URLs, one a line, `#` comments)
+gives one unit per run, pulled through the W&B source and its cache.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -20,13 +24,17 @@ from pathlib import Path
 from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.fleet.engines import Engine
 from loganalyzer.fleet.storage import Location, locate, modified
-from loganalyzer.registry import Registry, choose, load_registry
+from loganalyzer.registry import Registry, choose, load_registry, uri_readers
 from loganalyzer.sources import HEAD_BYTES
 
 # The format of a file two parsers claim equally (the run's analysis reports it, with the
 # scores), and of one that no parser recognises.
 AMBIGUOUS = "?"
 NO_PARSER = ""
+# A list of W&B runs is read whole: larger files are logs.
+LIST_BYTES = 1 << 20
+# A comment starts a line or follows a space (a URL may hold a `#`).
+_COMMENT = re.compile(r"(?:^|\s)#")
 
 
 @dataclass(frozen=True)
@@ -41,11 +49,14 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    """A run to analyse: its id (root name and relative folder) and its files, in order."""
+class FolderSpec:
+    """What one task reads: a folder's recognised files, in order, named by the root's name
+    and the folder's relative path; or one W&B run by reference (`uri`, no files), named by
+    the reference. The runs it holds are named after it."""
 
-    run_id: str
+    folder: str
     files: tuple[SourceFile, ...]
+    uri: str | None = None
 
     @property
     def bytes(self) -> int:
@@ -54,10 +65,10 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Discovery:
-    """The runs found, every file seen (with its format), and how many folders held files
-    but nothing a parser recognises."""
+    """The folders (and W&B runs) found, every file seen (with its format), and how many
+    folders held files but nothing a parser recognises."""
 
-    runs: list[RunSpec]
+    folders: list[FolderSpec]
     files: list[SourceFile]
     folders_passed_over: int
 
@@ -74,16 +85,22 @@ def find_runs(
     engine: Engine,
     exclude: str | None = None,
 ) -> Discovery:
-    """The runs under each root. A file listed in `known` (every file a previous index saw)
+    """The folders of logs under each root, and the W&B runs a root listing them names. A
+    file listed in `known` (every file a previous index saw)
     with the same size and modification time keeps the format found then; the others are
     detected (each new file's head is
     read) by the engine's workers, a folder per task. Paths under `exclude` (the dataset
     itself) and hidden names are skipped."""
     folders: list[tuple[str, tuple[SourceFile, ...]]] = []
+    by_reference: list[FolderSpec] = []
     for root in roots:
         where = locate(root)
         if not where.fs.exists(where.path):
             raise InputError(f"{root}: no such file or directory")
+        references = wandb_references(root, where)
+        if references is not None:
+            by_reference.extend(FolderSpec(ref, (), ref) for ref in references)
+            continue
         base = posixpath.basename(where.path.rstrip("/"))
         for folder, files in sorted(_folders(root, where, exclude).items()):
             relative = posixpath.relpath(folder, where.path)
@@ -91,18 +108,18 @@ def find_runs(
             folders.append((name, tuple(_known(f, known) for f in files)))
     asked = [(name, files) for name, files in folders if any(f.format is None for f in files)]
     detected = dict(engine.map(detect_folder, asked))
-    runs: list[RunSpec] = []
+    specs: list[FolderSpec] = []
     seen: list[SourceFile] = []
     passed_over = 0
     for name, listed in folders:
         found = detected.get(name, listed)
         seen.extend(found)
-        recognised = [f for f in found if f.format]
+        recognised = tuple(f for f in found if f.format)
         if not recognised:
             passed_over += 1
             continue
-        runs.extend(split_folder(name, recognised))
-    return Discovery(runs, seen, passed_over)
+        specs.append(FolderSpec(name, recognised))
+    return Discovery(specs + list(dict.fromkeys(by_reference)), seen, passed_over)
 
 
 def detect_folder(
@@ -113,9 +130,38 @@ def detect_folder(
     return name, tuple(f if f.format is not None else _detected(f) for f in files)
 
 
-def split_folder(name: str, files: list[SourceFile]) -> list[RunSpec]:
-    """The runs one folder's recognised files make: one, for now."""
-    return [RunSpec(name, tuple(files))]
+def wandb_references(root: str, where: Location) -> list[str] | None:
+    """The W&B runs a root names when it is a text file of references (one a line, blank
+    lines and `#` comments allowed: `wandb:ENTITY/PROJECT/RUN_ID`, a run URL, or any scheme
+    a parser claims), each as written; None when the root is anything else. A file of mostly
+    references with other lines is an error naming the first other line."""
+    if not where.fs.isfile(where.path) or int(where.fs.size(where.path) or 0) > LIST_BYTES:
+        return None
+    with where.fs.open(where.path, "rb") as stream:
+        data = stream.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    found: list[str] = []
+    others: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        entry = _COMMENT.split(line, maxsplit=1)[0].strip()
+        if not entry:
+            continue
+        if not uri_readers(registry(), entry):
+            others.append((number, entry))
+            continue
+        found.append(entry)
+    if len(found) <= len(others):  # a log that names a run here and there
+        return None
+    if others:
+        other = others[0]
+        raise InputError(
+            f"{root} line {other[0]}: {other[1][:80]!r} is no W&B run reference; a list of runs"
+            " holds one `wandb:ENTITY/PROJECT/RUN_ID` or run URL a line (# for comments)"
+        )
+    return list(dict.fromkeys(found))
 
 
 def _folders(root: str, where: Location, exclude: str | None) -> dict[str, list[SourceFile]]:

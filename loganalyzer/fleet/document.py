@@ -1,27 +1,42 @@
 """The one place that reads a summary document (and its run) into a fleet row.
 
-Time lost by cause comes from the document's `time` object, read only in
-`time_lost_by_cause`; GPU-hours and goodput MFU are derived here, with their formulas:
+Time comes from the document's goodput budget (`goodput`, schema loganalyzer.summary/1.1),
+read only in `budget_seconds`: its lines sum to the wall clock exactly, so the fleet's figures
+are the run's own:
 
-    wall_s      = time.logged_s + Σ restarts[].gap_s + time.lost_s.stalls
-    gpu_hours   = num_gpus · wall_s / 3600
-    goodput_mfu = mfu · time.productive_s / wall_s
+    wall_s        = goodput.wall_s
+    gpu_hours     = num_gpus · wall_s / 3600
+    lost_<cause>  = num_gpus · (the budget line of that cause) / 3600
+    lost_gpu_hours = num_gpus · Σ lost lines / 3600   (every line but the productive steady
+                    steps and the iterations not in the log, which are unknown, not lost)
 
-(the useful work, at the steady pace, over all the time the GPUs were held).
+Goodput MFU is the summary's own (`flops.mfu_goodput`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
+from loganalyzer.analysis.goodput import LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.model import UTC_MICROS, Run
 
-LOST_CAUSES = ("warmup", "slow_steps", "restarts", "stalls")
+
+def _slug(line: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", line.lower()).strip("_")
+
+
+# The budget lines that are time lost, by column name (lost_<cause>_s): start-up, warm-up,
+# checkpoint saves, evaluation, data loading, stragglers, other slow steps, restart gaps,
+# redone work, untimed gaps.
+LOST_LINES = {_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
+LOST_CAUSES = tuple(LOST_LINES)
 SEVERITIES = ("critical", "warning", "info")
 
 # One row per run in runs.parquet, the table `fleet` reads.
@@ -53,37 +68,41 @@ RUNS_SCHEMA: Mapping[str, pl.DataType] = {
     "goodput_mfu": pl.Float64(),
     "wall_s": pl.Float64(),
     "productive_s": pl.Float64(),
+    "unlogged_s": pl.Float64(),
     "gpu_hours": pl.Float64(),
     **{f"lost_{cause}_s": pl.Float64() for cause in LOST_CAUSES},
     **{f"lost_{cause}_gpu_hours": pl.Float64() for cause in LOST_CAUSES},
+    "lost_s": pl.Float64(),
     "lost_gpu_hours": pl.Float64(),
     **{f"verdicts_{severity}": pl.Int64() for severity in SEVERITIES},
     "warnings": pl.Int64(),
 }
 
 
-def time_lost_by_cause(document: Mapping[str, Any]) -> dict[str, float]:
-    """Seconds lost per cause (warm-up excess, slow steps, restarts' gaps and redone work,
-    stalls)."""
-    lost = document["time"]["lost_s"]
-    return {cause: float(lost.get(cause) or 0.0) for cause in LOST_CAUSES}
+def budget_seconds(document: Mapping[str, Any]) -> tuple[float, float, float, dict[str, float]]:
+    """From the goodput budget: the wall clock, the productive steady steps, the iterations
+    not in the log, and the seconds lost per cause (LOST_CAUSES)."""
+    goodput = document["goodput"]
+    lines = {line["name"]: float(line["seconds"] or 0.0) for line in goodput["lines"]}
+    lost = {cause: lines.get(name, 0.0) for cause, name in LOST_LINES.items()}
+    return (
+        float(goodput["wall_s"] or 0.0),
+        lines.get(PRODUCTIVE, 0.0),
+        lines.get(UNLOGGED, 0.0),
+        lost,
+    )
 
 
-def wall_seconds(document: Mapping[str, Any]) -> float:
-    """The time the run held its GPUs: logged steps plus what restarts and stalls added."""
-    time = document["time"]
-    gaps = sum(float(r.get("gap_s") or 0.0) for r in document["restarts"])
-    return float(time["logged_s"] or 0.0) + gaps + float(time["lost_s"].get("stalls") or 0.0)
+def _gpu_hours(gpus: int | None, seconds: float) -> float | None:
+    return gpus * seconds / 3600 if gpus else None
 
 
 def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dict[str, Any]:
     """The runs.parquet row of a run that was analysed."""
     facts = document["run"]
     gpus = facts["num_gpus"]
-    wall = wall_seconds(document)
-    lost = time_lost_by_cause(document)
+    wall, productive, unlogged, lost = budget_seconds(document)
     mfu = document["flops"]["mfu"]
-    productive = float(document["time"]["productive_s"] or 0.0)
     stamps = run.table.get_column("timestamp").drop_nulls()
     row: dict[str, Any] = {
         "run_id": run_id,
@@ -110,16 +129,18 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
         "tokens_per_s": document["throughput"]["tokens_per_s"],
         "tflops_per_gpu": document["flops"]["tflops_per_gpu"],
         "mfu": mfu,
-        "goodput_mfu": mfu * productive / wall if mfu is not None and wall > 0 else None,
+        "goodput_mfu": document["flops"]["mfu_goodput"],
         "wall_s": wall,
         "productive_s": productive,
-        "gpu_hours": gpus * wall / 3600 if gpus else None,
+        "unlogged_s": unlogged,
+        "gpu_hours": _gpu_hours(gpus, wall),
         "warnings": len(document["warnings"]),
     }
     for cause, seconds in lost.items():
         row[f"lost_{cause}_s"] = seconds
-        row[f"lost_{cause}_gpu_hours"] = gpus * seconds / 3600 if gpus else None
-    row["lost_gpu_hours"] = gpus * sum(lost.values()) / 3600 if gpus else None
+        row[f"lost_{cause}_gpu_hours"] = _gpu_hours(gpus, seconds)
+    row["lost_s"] = math.fsum(lost.values())
+    row["lost_gpu_hours"] = _gpu_hours(gpus, row["lost_s"])
     for severity in SEVERITIES:
         row[f"verdicts_{severity}"] = sum(
             1 for v in document["verdicts"] if v["severity"] == severity

@@ -1,6 +1,7 @@
-"""`index`: find the runs, decide which changed, analyse those with an engine, and keep the
-manifest and the runs table up to date as runs finish (checkpointed, so that an interrupted
-index keeps what it finished)."""
+"""`index`: find the folders of logs (and W&B runs listed), decide which changed, read those
+with an engine (each folder parsed once, its runs told apart and analysed in the same task),
+and keep the manifest and the runs table up to date as folders finish (checkpointed, so that
+an interrupted index keeps what it finished)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from loganalyzer.fleet.engines import Engine
 from loganalyzer.fleet.layout import DATASET_JSON, FILES, INDEX_SCHEMA, MANIFEST, RUNS, RUNS_DIR
 from loganalyzer.fleet.manifest import (
     decide,
+    entries_by_folder,
     files_frame,
     manifest_frame,
     read_files,
@@ -27,7 +29,7 @@ from loganalyzer.fleet.manifest import (
     write_table,
 )
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
-from loganalyzer.fleet.worker import Outcome, Settings, Task, analyse_run
+from loganalyzer.fleet.worker import Outcome, Settings, Task, analyse_folder
 
 CHECKPOINT_RUNS = 200
 CHECKPOINT_S = 60.0
@@ -40,6 +42,7 @@ class IndexResult:
     found: int = 0
     analysed: int = 0
     skipped: int = 0
+    reports: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     reasons: Counter[str] = field(default_factory=Counter)
     folders_passed_over: int = 0
@@ -54,14 +57,16 @@ def build_index(
     engine: Engine,
     *,
     rebuild: bool = False,
+    reports: bool = False,
     planned: Callable[[int, int], None] | None = None,
-    finished: Callable[[Outcome], None] | None = None,
+    finished: Callable[[list[Outcome]], None] | None = None,
 ) -> IndexResult:
     """Index the runs under `roots` into the dataset at `dataset_url`, with `engine`'s
-    workers detecting new files and analysing runs. `planned(runs, bytes)` is told what will
-    be analysed, `finished` each outcome as it arrives."""
+    workers detecting new files and analysing runs (writing each run's HTML report too with
+    `reports`). `planned(folders, bytes)` is told what will be read, `finished` each folder's
+    outcomes as they arrive."""
     with engine:
-        return _index(roots, dataset_url, settings, engine, rebuild, planned, finished)
+        return _index(roots, dataset_url, settings, engine, rebuild, reports, planned, finished)
 
 
 def _index(
@@ -70,8 +75,9 @@ def _index(
     settings: Settings,
     engine: Engine,
     rebuild: bool,
+    reports: bool,
     planned: Callable[[int, int], None] | None,
-    finished: Callable[[Outcome], None] | None,
+    finished: Callable[[list[Outcome]], None] | None,
 ) -> IndexResult:
     began = time.perf_counter()
     dataset = locate(dataset_url)
@@ -83,36 +89,36 @@ def _index(
     )
     files = read_files(dataset)
     discovery = find_runs(roots, files, engine, exclude=dataset_url)
-    _refuse_duplicates([spec.run_id for spec in discovery.runs])
+    _refuse_duplicates([spec.folder for spec in discovery.folders])
     _prepare(dataset)
     files.update((f.url, f) for f in discovery.files)
-    result = IndexResult(
-        found=len(discovery.runs), folders_passed_over=discovery.folders_passed_over
-    )
+    result = IndexResult(folders_passed_over=discovery.folders_passed_over)
     settings_print = settings.fingerprint()
+    by_folder = entries_by_folder(entries)
     tasks: list[Task] = []
-    for spec in discovery.runs:
-        decision = decide(spec, entries.get(spec.run_id), settings_print, rebuild)
+    for spec in discovery.folders:
+        decision = decide(spec, by_folder.get(spec.folder, []), settings_print, rebuild, reports)
         if decision.reason is None:
-            result.skipped += 1
-            if decision.entry is not None:
-                entries[spec.run_id] = decision.entry
+            result.skipped += len(decision.entries)
+            entries.update((e["run_id"], e) for e in decision.entries)
             continue
         result.reasons[decision.reason] += 1
-        tasks.append(Task(spec, dataset_url, settings))
+        tasks.append(Task(spec, dataset_url, settings, reports))
     result.bytes_analysed = sum(t.spec.bytes for t in tasks)
     if planned is not None:
         planned(len(tasks), result.bytes_analysed)
     since, last_write = 0, time.monotonic()
     try:
-        for outcome in engine.map(analyse_run, tasks):
-            run_id = outcome.entry["run_id"]
-            entries[run_id], rows[run_id] = outcome.entry, outcome.row
-            result.analysed += 1
-            if outcome.entry["status"] != "ok":
-                result.failed.append((run_id, outcome.entry["error"]))
+        for outcomes in engine.map(analyse_folder, tasks):
+            _replace_folder(dataset, entries, rows, outcomes)
+            for outcome in outcomes:
+                run_id = outcome.entry["run_id"]
+                result.analysed += 1
+                result.reports += bool(outcome.entry["report"])
+                if outcome.entry["status"] != "ok":
+                    result.failed.append((run_id, outcome.entry["error"]))
             if finished is not None:
-                finished(outcome)
+                finished(outcomes)
             since += 1
             if since >= CHECKPOINT_RUNS or time.monotonic() - last_write > CHECKPOINT_S:
                 _save(dataset, entries, rows)
@@ -120,6 +126,7 @@ def _index(
     finally:
         _save(dataset, entries, rows)
         write_table(dataset, FILES, files_frame(files))
+    result.found = result.skipped + result.analysed
     result.seconds = time.perf_counter() - began
     return result
 
@@ -149,6 +156,29 @@ def _prepare(dataset: Location) -> None:
         name = str(path).rstrip("/").rsplit("/", 1)[-1]
         if name.startswith((".tmp-", ".old-")):
             runs.fs.rm(path, recursive=True)
+
+
+def _replace_folder(
+    dataset: Location,
+    entries: dict[str, dict[str, Any]],
+    rows: dict[str, dict[str, Any]],
+    outcomes: list[Outcome],
+) -> None:
+    """Put a folder's new outcomes in place of what it held before: runs it no longer holds
+    (a folder that now tells two runs apart, or one again) leave the manifest, the runs table
+    and the dataset."""
+    folder = outcomes[0].entry["folder"]
+    now = {outcome.entry["run_id"] for outcome in outcomes}
+    for run_id, entry in list(entries.items()):
+        if (entry.get("folder") or run_id) == folder and run_id not in now:
+            del entries[run_id]
+            rows.pop(run_id, None)
+            stale = dataset.join(RUNS_DIR, entry["key"])
+            if stale.fs.exists(stale.path):
+                stale.fs.rm(stale.path, recursive=True)
+    for outcome in outcomes:
+        entries[outcome.entry["run_id"]] = outcome.entry
+        rows[outcome.entry["run_id"]] = outcome.row
 
 
 def _refuse_duplicates(run_ids: list[str]) -> None:

@@ -1,15 +1,18 @@
-"""The dataset's layout (schema loganalyzer.index/1), documented in the README:
+"""The dataset's layout (schema loganalyzer.index/2), documented in the README:
 
     DATASET/
-      dataset.json            {"schema": "loganalyzer.index/1", "tool_version": ...}
+      dataset.json            {"schema": "loganalyzer.index/2", "tool_version": ...}
       manifest.parquet        one row per run: its inputs, status and error (MANIFEST_SCHEMA)
       runs.parquet            one row per run: its headline figures (document.RUNS_SCHEMA)
       files.parquet           every file seen under the roots, and its parser ("" for none)
       runs/<key>/summary.json         the run's summary document (loganalyzer.summary/1.x)
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
+      runs/<key>/report.html          with --reports: its HTML report, as `report` writes it
 
-`<key>` is the run id made safe as a folder name, plus a short hash that keeps two ids apart.
+A run id is its folder's (root name and relative path), `#N` after it where the folder holds
+several runs, or the W&B reference as listed. `<key>` is the run id made safe as a folder
+name, plus a short hash that keeps two ids apart.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-INDEX_SCHEMA = "loganalyzer.index/1"
+INDEX_SCHEMA = "loganalyzer.index/2"
 DATASET_JSON = "dataset.json"
 MANIFEST = "manifest.parquet"
 RUNS = "runs.parquet"

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.fleet.discovery import RunSpec, SourceFile
+from loganalyzer.fleet.discovery import FolderSpec, SourceFile
 from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
 from loganalyzer.model import UTC_MICROS
@@ -37,10 +37,12 @@ FILES_SCHEMA: Mapping[str, pl.DataType] = {
 MANIFEST_SCHEMA: Mapping[str, pl.DataType] = {
     "run_id": pl.String(),
     "key": pl.String(),
+    "folder": pl.String(),
     "status": pl.String(),
     "error": pl.String(),
     "sources": pl.List(SOURCE),
     "bytes": pl.Int64(),
+    "report": pl.Boolean(),
     "index_schema": pl.String(),
     "summary_schema": pl.String(),
     "tool_version": pl.String(),
@@ -53,12 +55,12 @@ FINGERPRINT_CHUNK = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether a run is analysed (and why), or kept as indexed (with its entry refreshed
-    when only modification times changed)."""
+    """Whether a folder is read again (and why), or its runs kept as indexed (with their
+    entries refreshed when only modification times changed)."""
 
-    spec: RunSpec
+    spec: FolderSpec
     reason: str | None
-    entry: dict[str, Any] | None
+    entries: list[dict[str, Any]]
 
 
 def fingerprint(url: str) -> str:
@@ -111,30 +113,55 @@ def files_frame(files: Mapping[str, SourceFile]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=dict(FILES_SCHEMA), orient="row").sort("url")
 
 
+def entries_by_folder(
+    entries: Mapping[str, Mapping[str, Any]],
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The manifest's entries grouped by the folder (or W&B run) they were read from."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in entries.values():
+        grouped.setdefault(entry.get("folder") or entry["run_id"], []).append(entry)
+    return grouped
+
+
 def decide(
-    spec: RunSpec, entry: Mapping[str, Any] | None, settings: str, rebuild: bool
+    spec: FolderSpec,
+    entries: list[Mapping[str, Any]],
+    settings: str,
+    rebuild: bool,
+    reports: bool = False,
 ) -> Decision:
-    """Analyse a run that is new, asked for (`--rebuild`), analysed by another schema or with
-    other options, or whose files changed. A file whose size and modification time are
-    unchanged is taken as unchanged; one whose time alone changed is fingerprinted, and an
-    unchanged fingerprint keeps the run (its entry takes the new times)."""
-    if entry is None:
-        return Decision(spec, "new", None)
+    """Read a folder again when it is new, asked for (`--rebuild`), read by another schema or
+    with other options, without the reports now asked for, or when its files changed (for a
+    W&B run: when it failed before). A file whose size and modification time are unchanged
+    is taken as unchanged; one whose time alone changed is fingerprinted, and an unchanged
+    fingerprint keeps the runs (their entries take the new times)."""
+    if not entries:
+        return Decision(spec, "new", [])
     if rebuild:
-        return Decision(spec, "rebuild", None)
-    if (entry["index_schema"], entry["summary_schema"]) != (INDEX_SCHEMA, SUMMARY_SCHEMA):
-        return Decision(spec, "older schema", None)
-    if entry["settings"] != settings:
-        return Decision(spec, "other options", None)
-    before = {s["url"]: s for s in entry["sources"]}
+        return Decision(spec, "rebuild", [])
+    if any(
+        (e["index_schema"], e["summary_schema"]) != (INDEX_SCHEMA, SUMMARY_SCHEMA) for e in entries
+    ):
+        return Decision(spec, "older schema", [])
+    if any(e["settings"] != settings for e in entries):
+        return Decision(spec, "other options", [])
+    if reports and any(e["status"] == "ok" and not e.get("report") for e in entries):
+        return Decision(spec, "report asked for", [])
+    if spec.uri is not None:
+        failed = any(e["status"] != "ok" for e in entries)
+        return Decision(spec, "failed before" if failed else None, [dict(e) for e in entries])
+    before = {s["url"]: s for e in entries for s in e["sources"]}
     if set(before) != {f.url for f in spec.files}:
-        return Decision(spec, "files added or removed", None)
-    sources = []
+        return Decision(spec, "files added or removed", [])
+    now: dict[str, float | None] = {}
     for file in spec.files:
         old = before[file.url]
         if old["size"] != file.size:
-            return Decision(spec, "changed", None)
+            return Decision(spec, "changed", [])
         if old["mtime"] != file.mtime and fingerprint(file.url) != old["fingerprint"]:
-            return Decision(spec, "changed", None)
-        sources.append({**old, "mtime": file.mtime})
-    return Decision(spec, None, {**entry, "sources": sources})
+            return Decision(spec, "changed", [])
+        now[file.url] = file.mtime
+    kept = [
+        {**e, "sources": [{**s, "mtime": now[s["url"]]} for s in e["sources"]]} for e in entries
+    ]
+    return Decision(spec, None, kept)

@@ -1,4 +1,4 @@
-"""The fleet document (schema loganalyzer.fleet/1): every run's row, the runs grouped by
+"""The fleet document (schema loganalyzer.fleet/2): every run's row, the runs grouped by
 configuration with regressions flagged, and GPU-hours lost by cause, computed with polars
 lazy scans of the dataset's runs table (one row per run: the steps of all runs are never
 loaded).
@@ -26,7 +26,7 @@ from loganalyzer.fleet.document import LOST_CAUSES
 from loganalyzer.fleet.layout import RUNS
 from loganalyzer.fleet.storage import Location, locate
 
-FLEET_SCHEMA = "loganalyzer.fleet/1"
+FLEET_SCHEMA = "loganalyzer.fleet/2"
 WINDOW = 8
 HISTORY = 3
 SIGMAS = 3.0

@@ -6,19 +6,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
-from loganalyzer.fleet.document import LOST_CAUSES
+from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
 from loganalyzer.fleet.layout import REPORT, RUNS_DIR
 from loganalyzer.fleet.storage import locate
 from loganalyzer.render.numbers import TIMES, number, percent, plural
 
-CAUSE_NAMES = {
-    "warmup": "warm-up",
-    "slow_steps": "slow steps",
-    "restarts": "restarts (gaps and redone work)",
-    "stalls": "stalls",
-}
+CAUSE_NAMES = LOST_LINES  # the goodput budget's own names
 CHART_W, CHART_H, PAD = 320, 90, 6
 
 
@@ -99,6 +96,8 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
     totals = document["totals"]
     links = _links(document, html_path)
     lost_total = sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
+    # the causes any run lost time to: a column each (of the budget's ten lines)
+    causes = tuple(c for c in LOST_CAUSES if document["lost_by_cause_gpu_hours"][c])
     return FleetView(
         title=f"Fleet: {totals['runs']} runs",
         headline=(
@@ -118,10 +117,10 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
                 if lost_total
                 else 0.0,
             )
-            for cause in LOST_CAUSES
+            for cause in causes
         ),
         most_lost=Table(
-            ("run", "GPU-hours lost", "of GPU-hours", *(CAUSE_NAMES[c] for c in LOST_CAUSES)),
+            ("run", "GPU-hours lost", "of GPU-hours", *(CAUSE_NAMES[c] for c in causes)),
             tuple(
                 Row(
                     (
@@ -130,7 +129,7 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
                         _num(r["gpu_hours"], _hours(r["gpu_hours"])),
                         *(
                             _num(r[f"lost_{c}_gpu_hours"], _hours(r[f"lost_{c}_gpu_hours"]))
-                            for c in LOST_CAUSES
+                            for c in causes
                         ),
                     ),
                     links.get(r["run_id"]),
@@ -166,11 +165,13 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
             ),
         ),
         groups=tuple(_group(g) for g in document["groups"]),
-        runs=_runs(document["runs"], links),
+        runs=_runs(document["runs"], links, causes),
     )
 
 
-def _runs(rows: Sequence[Mapping[str, Any]], links: Mapping[str, str]) -> Table:
+def _runs(
+    rows: Sequence[Mapping[str, Any]], links: Mapping[str, str], causes: Sequence[str]
+) -> Table:
     columns = (
         "run",
         "status",
@@ -183,7 +184,8 @@ def _runs(rows: Sequence[Mapping[str, Any]], links: Mapping[str, str]) -> Table:
         "GPU-hours",
         "MFU",
         "goodput MFU",
-        *(f"lost: {CAUSE_NAMES[c]}" for c in LOST_CAUSES),
+        "GPU-hours lost",
+        *(f"lost: {CAUSE_NAMES[c]}" for c in causes),
         "verdicts (critical/warning/info)",
     )
     lines = []
@@ -207,9 +209,10 @@ def _runs(rows: Sequence[Mapping[str, Any]], links: Mapping[str, str]) -> Table:
             _num(r["gpu_hours"], _hours(r["gpu_hours"]) if ok else ""),
             _num(r["mfu"], percent(r["mfu"]) if ok else ""),
             _num(r["goodput_mfu"], percent(r["goodput_mfu"]) if ok else ""),
+            _num(r["lost_gpu_hours"], _hours(r["lost_gpu_hours"]) if ok else ""),
             *(
                 _num(r[f"lost_{c}_gpu_hours"], _hours(r[f"lost_{c}_gpu_hours"]) if ok else "")
-                for c in LOST_CAUSES
+                for c in causes
             ),
             _num(
                 sum(v or 0 for v in verdicts),
@@ -259,7 +262,9 @@ def _chart(title: str, points: Sequence[Mapping[str, Any]], field: str, shown: A
 
 
 def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]:
-    """Run id to the run's own report, for the runs that have one in the dataset."""
+    """Run id to the run's own report, for the runs that have one in the dataset: a relative
+    link from the page's folder when both are local (so that the dataset, with the page
+    inside it or beside it, can be moved or zipped), else the report's URL."""
     dataset = locate(document["dataset"])
     links = {}
     for row in document["runs"]:
@@ -268,9 +273,10 @@ def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]
             continue
         if report.local and html_path is not None:
             start = os.path.dirname(os.path.abspath(html_path))
-            links[row["run_id"]] = os.path.relpath(report.path, start)
+            relative = PurePath(os.path.relpath(report.path, start)).as_posix()
+            links[row["run_id"]] = quote(relative)
         else:
-            links[row["run_id"]] = report.url() if not report.local else report.path
+            links[row["run_id"]] = report.url()
     return links
 
 

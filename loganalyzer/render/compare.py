@@ -169,7 +169,7 @@ def _lost_most(labels: Sequence[str], views: Sequence[Any]) -> str:
     worst = max(range(len(lost)), key=lambda i: lost[i])
     if lost[worst] <= 0:
         return "No run lost time to warm-up, slow steps, restarts or stalls."
-    causes = [p for p in views[worst].budget if p.key != "productive"]
+    causes = [p for p in views[worst].budget if p.key not in ("productive", "unlogged")]
     cause = max(causes, key=lambda p: p.seconds) if causes else None
     where = f", most of it to {cause.label} ({cause.text})" if cause else ""
     return f"{labels[worst]} lost the most time: {duration(lost[worst])}{where}."

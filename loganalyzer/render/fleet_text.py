@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loganalyzer.fleet.document import LOST_CAUSES
+from loganalyzer.fleet.document import LOST_LINES
 from loganalyzer.render.numbers import number, percent, plural
 
 
@@ -24,8 +24,10 @@ def render_fleet_text(document: Mapping[str, Any]) -> str:
         )
     lines.append("")
     lines.append("GPU-hours lost by cause")
-    for cause in LOST_CAUSES:
-        lines.append(f"  {cause:<11} {_hours(document['lost_by_cause_gpu_hours'][cause]):>12}")
+    width = max(len(name) for name in LOST_LINES.values())
+    for cause, name in LOST_LINES.items():
+        hours = _hours(document["lost_by_cause_gpu_hours"][cause])
+        lines.append(f"  {name:<{width}} {hours:>12}")
     lines.append("")
     lines.append(f"Regressions ({len(document['regressions'])})")
     for r in document["regressions"]:

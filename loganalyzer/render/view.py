@@ -89,7 +89,7 @@ def build_view(
         reported=_reported(doc),
         verdicts=verdicts,
         budget=time_budget(doc),
-        budget_summary=str(_get(doc, "time", "summary") or ""),
+        budget_summary=str(_get(doc, "goodput", "summary") or ""),
         charts=drawn,
         slow_steps=_slow_rows(doc, run if quotes else None),
         slow_more=max(0, len(doc.get("slow_steps") or []) - SLOW_ROWS),
@@ -159,6 +159,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     median = _float(_get(doc, "step_time_s", "median"))
     tokens = _float(_get(doc, "throughput", "tokens_per_s"))
     logged = _float(_get(doc, "time", "logged_s"))
+    wall = _float(_get(doc, "goodput", "wall_s"))
     lost = _lost_seconds(doc)
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     unknown_mfu = "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
@@ -197,8 +198,8 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
         Figure(
             "wall_clock",
             "wall clock",
-            duration(logged + _outside_seconds(doc)) if logged else UNKNOWN,
-            logged + _outside_seconds(doc) if logged else None,
+            duration(wall) if wall else UNKNOWN,
+            wall or None,
             None,
             f"{duration(logged)} in logged steps" if logged else "",
         ),
@@ -208,7 +209,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
             duration(lost),
             lost,
             _severity("lost", verdicts),
-            f"{percent(lost / (logged + _outside_seconds(doc)))} of wall clock" if logged else "",
+            f"{percent(lost / wall)} of wall clock" if wall else "",
         ),
     )
 
@@ -227,39 +228,51 @@ def _reported(doc: Mapping[str, Any]) -> str:
 
 
 def _lost_seconds(doc: Mapping[str, Any]) -> float:
-    lost = _get(doc, "time", "lost_s") or {}
-    return sum(v for v in (_float(x) for x in lost.values()) if v is not None)
+    """The goodput budget's lost lines: all but the productive steps and the iterations not
+    in the log (unknown, not lost)."""
+    kept = ("productive steady steps", "iterations not in the log")
+    lines = _get(doc, "goodput", "lines") or ()
+    return sum(_float(line.get("seconds")) or 0.0 for line in lines if line.get("name") not in kept)
 
 
-def _outside_seconds(doc: Mapping[str, Any]) -> float:
-    """Restart gaps and stalls: time on the wall clock outside the logged steps."""
-    gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
-    stalls = _float(_get(doc, "time", "lost_s", "stalls")) or 0.0
-    return gaps + stalls
+# The report's key (a CSS class) of each line of the goodput budget.
+BUDGET_KEYS = {
+    "productive steady steps": "productive",
+    "start-up": "startup",
+    "warm-up": "warmup",
+    "checkpoint saves": "checkpoint",
+    "evaluation": "evaluation",
+    "data loading": "data",
+    "stragglers": "stragglers",
+    "other slow steps": "slow",
+    "restart gaps": "gaps",
+    "redone work": "redone",
+    "iterations not in the log": "unlogged",
+    "untimed gaps": "stalls",
+}
 
 
 def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
-    """The wall clock split by cause: the logged time's parts, then restart gaps and stalls.
-    (A finer budget by cause in the document would be read here, in place of `time`.)"""
-    time = doc.get("time") or {}
-    lost = time.get("lost_s") or {}
-    redone = sum(_float(r.get("redone_s")) or 0.0 for r in doc.get("restarts") or ())
-    gaps = sum(_float(r.get("gap_s")) or 0.0 for r in doc.get("restarts") or ())
-    parts = [
-        ("productive", "steady steps", _float(time.get("productive_s"))),
-        ("warmup", "warm-up", _float(lost.get("warmup"))),
-        ("slow", "slow steps", _float(lost.get("slow_steps"))),
-        ("redone", "redone work", redone),
-        ("gaps", "restart gaps", gaps),
-        ("stalls", "stalls (untimed gaps)", _float(lost.get("stalls"))),
+    """The wall clock split by cause: the lines of the document's goodput budget (which sum
+    to its wall clock), each with its share of the wall clock as the budget gives it."""
+    lines = [
+        (str(line.get("name")), _float(line.get("seconds")), _float(line.get("share")))
+        for line in _get(doc, "goodput", "lines") or ()
     ]
-    total = sum(s for _, _, s in parts if s)
+    shown = [(name, s, share) for name, s, share in lines if s is not None and s > 0]
+    total = sum(s for _, s, _ in shown)
     if total <= 0:
         return ()
     return tuple(
-        BudgetPart(key, label, s, duration(s), percent(s / total), round(100 * s / total, 3))
-        for key, label, s in parts
-        if s is not None and s > 0
+        BudgetPart(
+            BUDGET_KEYS.get(name, "other"),
+            name,
+            s,
+            duration(s),
+            percent(share),
+            round(100 * s / total, 3),
+        )
+        for name, s, share in shown
     )
 
 
