@@ -103,6 +103,9 @@ def split_glued(frame: pl.DataFrame, record_start: str) -> pl.DataFrame:
     text = pl.col("text")
     glued = text.str.contains("\r", literal=True) | (text.str.count_matches(record_start) > 1)
     frame = frame.with_columns(glued=glued)
+    if not frame.get_column("glued").any():
+        # Nothing to split (the common case): the frame as it is, without a sort.
+        return frame.drop("glued").with_columns(piece=pl.lit(0, dtype=pl.Int32))
     plain = frame.filter(~pl.col("glued")).with_columns(piece=pl.lit(0, dtype=pl.Int32))
     split = (
         frame.filter(pl.col("glued"))
