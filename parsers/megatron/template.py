@@ -303,9 +303,10 @@ def _interleaved(matched: pl.DataFrame, named: dict[int, str]) -> pl.DataFrame:
     count = len(named)
     positions = pl.int_range(matched.height * count, eager=True)
     values = np.column_stack([matched.get_column(f"value_{p}").to_numpy() for p in named])
+    # The columns in the order of `_general_key_values`', which it is merged with.
     return matched.select("order", *_ROW_COLUMNS)[positions // count].with_columns(
-        value=pl.Series(values.ravel(), dtype=pl.Float64),
         name=pl.Series(list(named.values()), dtype=pl.String).gather(positions % count),
+        value=pl.Series(values.ravel(), dtype=pl.Float64),
     )
 
 
