@@ -3,8 +3,10 @@ field, reading gives: on every Megatron fixture, and on lines whose key order ch
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from loganalyzer.parsers.megatron import MegatronParser, template
@@ -89,4 +91,42 @@ def test_lines_with_other_key_orders(
     )
     assert run.table["loss"].to_list()[:2] == [7.9, 7.8]
     assert run.table["lr"].to_list()[3] is None  # "x" is no number
+    _same_run(log, monkeypatch, templates)
+
+
+# Timer and memory lines whose values are nan or inf (where the learned template tests each
+# token's start), beside lines whose values are all finite (where it need not).
+NON_FINITE = "".join(
+    f" iteration {i:8d}/      10 | elapsed time per iteration (ms): 1000.0 | lm loss: 2.0 |\n"
+    f"time (ms) | forward-compute: {forward} | optimizer: {optimizer} |\n"
+    f"[Rank 0] (after {i} iterations) memory (MB) | allocated: {allocated} | reserved: 3.0\n"
+    for i, (forward, optimizer, allocated) in enumerate(
+        [
+            ("296.00", "45.00", "17697.36"),
+            ("nan", "inf", "-inf"),
+            ("297.00", "NaN", "1.5"),
+            ("298.00", "44.00", "17698.36"),
+        ],
+        start=1,
+    )
+)
+
+
+@pytest.mark.parametrize("templates", [0, 1, 2])
+def test_non_finite_timer_and_memory_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, templates: int
+) -> None:
+    log = tmp_path / "non_finite.log"
+    log.write_text(NON_FINITE)
+    run = MegatronParser().parse(log)
+    values = {
+        name: run.metrics.filter(pl.col("name").cast(pl.String) == name)["value"].to_list()
+        for name in ("timer/forward-compute", "timer/optimizer", "memory/allocated_mb")
+    }
+    assert values["timer/forward-compute"][0] == 296.0
+    assert math.isnan(values["timer/forward-compute"][1])
+    assert values["timer/optimizer"][1] == math.inf
+    assert math.isnan(values["timer/optimizer"][2])
+    assert values["memory/allocated_mb"][1] == -math.inf
+    assert values["memory/allocated_mb"][3] == 17698.36
     _same_run(log, monkeypatch, templates)

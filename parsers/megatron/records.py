@@ -7,7 +7,7 @@ import polars as pl
 from loganalyzer.model import ITERATION_SCHEMA
 from loganalyzer.textlog import (
     numbers,
-    to_timestamp,
+    timestamps,
 )
 
 # At most 18 digits: an iteration number fits Int64 (a longer one is damage, not a record).
@@ -55,24 +55,25 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
     """
     text = pl.col("text")
     located = _char_offsets(pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at"))
-    head = text.str.slice(pl.col("at"), 48).str.extract_groups(ITERATION_HEAD)
+    number = text.str.slice(pl.col("at"), 48).str.extract(ITERATION_HEAD, 1)
     stamp = pl.coalesce(
         text.str.slice(0, pl.col("at")).str.extract(TIMESTAMP_BEFORE_ITERATION),
         pl.col("line_stamp"),
     )
     rest = text.str.slice(pl.col("at")).str.splitn("|", 2).struct.field("field_1")
-    return located.select(
+    found = located.select(
         "line",
         "piece",
         "launch",
         "rank",
-        iteration=head.struct.field("1").cast(pl.Int64),
+        iteration=number.cast(pl.Int64),
         rest=rest,
-        timestamp=to_timestamp(stamp),
+        timestamp=stamp,
         # copies of one line printed by several ranks or nodes share this key; a redone
         # iteration that printed the same values at another time is not a copy
-        key=pl.struct("launch", head.struct.field("1"), rest, stamp).hash(),
+        key=pl.struct("launch", number.alias("number"), rest, stamp).hash(),
     )
+    return found.with_columns(timestamps(found.get_column("timestamp")))
 
 
 def _char_offsets(located: pl.DataFrame) -> pl.DataFrame:

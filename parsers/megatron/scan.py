@@ -79,6 +79,12 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
     in_args = 0
     for frame in line_frames(path):
         text = frame["text"]
+        # Most chunks hold no dump: one literal search rules both markers out.
+        if not in_args and not text.str.contains("arguments --", literal=True).any():
+            yield frame.with_columns(
+                launch=pl.lit(launch_offset, dtype=pl.Int32), in_args=pl.lit(False)
+            )
+            continue
         start = text.str.contains("-- arguments --", literal=True)
         end = text.str.contains("-- end of arguments --", literal=True)
         depth = (start.cast(pl.Int32) - end.cast(pl.Int32)).cum_sum() + in_args
