@@ -22,21 +22,13 @@ import numpy as np
 
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.crc import CRC32C_POLY, I64Array, U8Array, crc_many, masked_crc32c
+from loganalyzer.parsers.framing import Damage
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
 # Positions examined at once while looking for the next intact record after damage.
 SCAN_WINDOW = 1 << 20
 _LENGTH = struct.Struct("<Q")
-
-
-@dataclass(frozen=True)
-class Damage:
-    """Bytes skipped because no intact record starts within them."""
-
-    start: int
-    end: int
-    records_after: int = 0  # intact records kept between this damage and the next (or the end)
 
 
 @dataclass
