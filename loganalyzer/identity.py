@@ -39,9 +39,9 @@ def split_parts(run: Run) -> list[Run]:
     table = run.table
     if table.height == 0:
         return [run]
+    known = _log_interval_stated(run.config)
     segments = table.group_by("segment", maintain_order=True).agg(
-        pl.col("line").first(),
-        (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias("first"),
+        pl.col("line").first(), _first_covered(known).alias("first")
     )
     cuts: list[tuple[int | None, int]] = []  # (first line, first segment) of each part
     current: dict[str, object] = {}
@@ -131,11 +131,40 @@ def compatible(a: dict[str, object], b: dict[str, object]) -> bool:
 
 
 def _starts_from_scratch(run: Run) -> bool:
+    """Whether the part's first record covers iteration 1 (nothing was resumed)."""
     table = run.table
     if table.height == 0:
         return False
-    first = table["iteration"][0] - (table["interval"][0] or 1) + 1
+    first_segment = table.filter(pl.col("segment") == table["segment"][0])
+    first = first_segment.select(_first_covered(_log_interval_stated(run.config))).item()
     return bool(first <= 1)
+
+
+def _first_covered(log_interval_stated: bool) -> pl.Expr:
+    """The first iteration a segment's first record covers (aggregated over the segment).
+
+    A record's interval is evidence only when it was measured (the step to a second record)
+    or the run states its log interval. A lone record without either says nothing about the
+    iterations before it (parsers give it its own iteration number as interval): it covers
+    only itself, so a single record past iteration 1 is a resume, not a start from scratch.
+    """
+    iteration, interval = pl.col("iteration").first(), pl.col("interval").first().fill_null(1)
+    measured = (pl.len() > 1) | pl.lit(log_interval_stated)
+    return pl.when(measured).then(iteration - interval + 1).otherwise(iteration)
+
+
+def _log_interval_stated(config: dict[str, ConfigValue]) -> bool:
+    stated = config.get("log_interval")
+    return stated is not None and stated.value is not None
+
+
+def _overlaps(part: Run, run: _RunParts) -> bool:
+    """Whether `part` started before the last record of `run` (both timed): it ran beside
+    the run rather than after it, so it is not a resume of it (two runs of one sweep)."""
+    start = part.table.select(pl.col("timestamp").min()).item()
+    ends = [p.table.select(pl.col("timestamp").max()).item() for p in run.parts]
+    known = [end for end in ends if end is not None]
+    return start is not None and bool(known) and bool(start < max(known))
 
 
 def _copies_of(part: Run, run: _RunParts) -> bool:
@@ -169,8 +198,16 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
     for part in sorted(parts, key=order_key):
         facts = identity(part)
         home = None
-        if not _starts_from_scratch(part):
-            home = next((r for r in reversed(runs) if compatible(r.facts, facts)), None)
+        if not _starts_from_scratch(part):  # a resume, of a run that had ended by then
+            home = next(
+                (
+                    r
+                    for r in reversed(runs)
+                    if compatible(r.facts, facts)
+                    and (not _overlaps(part, r) or _copies_of(part, r))
+                ),
+                None,
+            )
         else:  # from scratch, yet a copy of a run already seen (each node prints every line)
             home = next(
                 (r for r in runs if compatible(r.facts, facts) and _copies_of(part, r)), None
