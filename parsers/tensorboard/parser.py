@@ -46,19 +46,26 @@ class TensorBoardParser:
         return 0.95 if FILE_MARKER in path.name else 0.8
 
     def parse(self, path: Path) -> Run:
-        data, _mapping = read_file(path)
-        framed = frame(data)
+        data, mapping = read_file(path)
+        framed = frame(data, mapping)
         if len(framed.starts) == 0:
             raise InputError(f"{path}: no intact TensorBoard record; is it an event file?")
         decoded = decode(framed)
         source = str(path)
-        long = decoded.scalars.select(
-            name="tag", step="step", wall_time="wall_time", value="value", record="record"
-        )
-        tables = build_tables(long, source)
         warnings = framing_warnings(
             source, framed.damage, framed.cut_at, len(framed.starts), "bad CRC or length"
         )
+        # Everything is decoded: unmap the file, whose pages count in the process's memory
+        # for as long as it is mapped, before the tables are built.
+        del framed, data
+        if mapping is not None:
+            mapping.close()
+        long = decoded.scalars.select(
+            name="tag", step="step", wall_time="wall_time", value="value", record="record"
+        )
+        decoded.scalars = long.clear()
+        tables = build_tables(long, source)
+        del long
         warnings += tables.warnings
         warnings += _decode_warnings(source, decoded)
         config, config_warnings = _config(source, decoded)
