@@ -7,7 +7,9 @@ different runs when their model shape, world size or parallelism
 differ (a fact only one of them states does not separate them), or when one starts from the
 beginning (its first record covers iteration 1): nothing was resumed, so it is a new run, not
 a restart. A part that continues the counter of an earlier run of the same identity (a resume
-from a checkpoint) joins it as a restart.
+from a checkpoint) joins it as a restart, unless it began before that run's last record (it
+ran beside it: another run of a sweep). A lone record whose log interval is unknown may or may
+not cover iteration 1: it joins an earlier run only when it is past that run's last iteration.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ def split_parts(run: Run) -> list[Run]:
     table = run.table
     if table.height == 0:
         return [run]
-    known = _log_interval_stated(run.config)
     segments = table.group_by("segment", maintain_order=True).agg(
-        pl.col("line").first(), _first_covered(known).alias("first")
+        pl.col("line").first(),
+        (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias("first"),
     )
     cuts: list[tuple[int | None, int]] = []  # (first line, first segment) of each part
     current: dict[str, object] = {}
@@ -130,32 +132,41 @@ def compatible(a: dict[str, object], b: dict[str, object]) -> bool:
     return all(a[key] == b[key] for key in a.keys() & b.keys())
 
 
-def _starts_from_scratch(run: Run) -> bool:
-    """Whether the part's first record covers iteration 1 (nothing was resumed)."""
+def _starts_from_scratch(run: Run) -> bool | None:
+    """Whether the part's first record covers iteration 1 (nothing was resumed); None when
+    that cannot be told: a lone record past iteration 1 whose log interval is unknown.
+
+    A record's interval is evidence only when it was measured (the step to a second record)
+    or the run states its log interval; parsers give a lone record its own iteration number
+    as interval, which would make every lone record a start from scratch.
+    """
     table = run.table
     if table.height == 0:
         return False
     first_segment = table.filter(pl.col("segment") == table["segment"][0])
-    first = first_segment.select(_first_covered(_log_interval_stated(run.config))).item()
-    return bool(first <= 1)
-
-
-def _first_covered(log_interval_stated: bool) -> pl.Expr:
-    """The first iteration a segment's first record covers (aggregated over the segment).
-
-    A record's interval is evidence only when it was measured (the step to a second record)
-    or the run states its log interval. A lone record without either says nothing about the
-    iterations before it (parsers give it its own iteration number as interval): it covers
-    only itself, so a single record past iteration 1 is a resume, not a start from scratch.
-    """
-    iteration, interval = pl.col("iteration").first(), pl.col("interval").first().fill_null(1)
-    measured = (pl.len() > 1) | pl.lit(log_interval_stated)
-    return pl.when(measured).then(iteration - interval + 1).otherwise(iteration)
+    iteration = int(first_segment["iteration"][0])
+    interval = first_segment["interval"][0] or 1
+    if first_segment.height > 1 or _log_interval_stated(run.config) or iteration <= 1:
+        return bool(iteration - interval + 1 <= 1)
+    return None
 
 
 def _log_interval_stated(config: dict[str, ConfigValue]) -> bool:
     stated = config.get("log_interval")
     return stated is not None and stated.value is not None
+
+
+def _resumes(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
+    """`part` may resume `run`: the same identity, and it started after the run's last
+    record (or repeats one of them: a copy printed by another node)."""
+    return compatible(run.facts, facts) and (not _overlaps(part, run) or _copies_of(part, run))
+
+
+def _past(part: Run, run: _RunParts) -> bool:
+    """`part` begins past the last iteration `run` logged (it carries the counter on)."""
+    lasts = [p.table.select(pl.col("iteration").max()).item() for p in run.parts]
+    known = [last for last in lasts if last is not None]
+    return not known or int(part.table["iteration"][0]) > max(known)
 
 
 def _overlaps(part: Run, run: _RunParts) -> bool:
@@ -198,15 +209,12 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
     for part in sorted(parts, key=order_key):
         facts = identity(part)
         home = None
-        if not _starts_from_scratch(part):  # a resume, of a run that had ended by then
+        scratch = _starts_from_scratch(part)
+        if scratch is False:  # a resume, of a run that had ended by then
+            home = next((r for r in reversed(runs) if _resumes(part, r, facts)), None)
+        elif scratch is None:  # unknown: a resume only if it is past where the run stopped
             home = next(
-                (
-                    r
-                    for r in reversed(runs)
-                    if compatible(r.facts, facts)
-                    and (not _overlaps(part, r) or _copies_of(part, r))
-                ),
-                None,
+                (r for r in reversed(runs) if _resumes(part, r, facts) and _past(part, r)), None
             )
         else:  # from scratch, yet a copy of a run already seen (each node prints every line)
             home = next(

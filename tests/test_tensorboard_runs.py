@@ -106,12 +106,22 @@ def test_a_step_that_goes_back_in_one_file_is_a_restart(tmp_path: Path) -> None:
 
 def test_a_single_record_past_iteration_1_is_a_resume(tmp_path: Path) -> None:
     """A file holding one record, at iteration 700, says nothing of the iterations before
-    it: it is not a start from scratch, so it joins the run it resumes."""
+    it: it is not known to start from scratch, and it carries on the counter of the run
+    before it (which stopped at 500), so it joins that run."""
     parser = TensorBoardParser()
     first = parser.parse(_write(tmp_path / "a", [500], START))
     second = parser.parse(_write(tmp_path / "b", [700], START + 100))
     assert second.table["interval"].to_list() == [700]  # the parser's guess, not evidence
     assert [len(run) for run in group_runs([first, second])] == [2]
+
+
+def test_a_single_record_not_past_the_run_before_is_another_run(tmp_path: Path) -> None:
+    """Benchmarks that each log iteration 2 once: a lone record that does not carry the
+    counter past the earlier run's last iteration is not a resume of it."""
+    parser = TensorBoardParser()
+    first = parser.parse(_write(tmp_path / "a", [1, 2], START))
+    second = parser.parse(_write(tmp_path / "b", [2], START + 100))
+    assert [len(run) for run in group_runs([first, second])] == [1, 1]
 
 
 def test_a_single_record_at_the_stated_log_interval_starts_from_scratch(tmp_path: Path) -> None:
