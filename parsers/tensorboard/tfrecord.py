@@ -199,9 +199,13 @@ def _matching(data: U8Array, heads: I64Array) -> tuple[int, int]:
 
 
 def _stored_length(data: U8Array, heads: I64Array) -> I64Array:
-    """The u64 length field at each head (heads at least HEADER bytes before the end)."""
+    """The u64 length field at each head (heads at least HEADER bytes before the end); a
+    length past the end of the data (up to 2^64 - 1 in a damaged header) reads as the data's
+    size, which no record fits in."""
     index = heads[:, None] + np.arange(8, dtype=np.int64)[None, :]
-    lengths: I64Array = np.ascontiguousarray(data[index]).view("<u8").ravel().astype(np.int64)
+    stored = np.ascontiguousarray(data[index]).view("<u8").ravel()
+    size = np.uint64(len(data))
+    lengths: I64Array = np.minimum(stored, size).astype(np.int64)
     return lengths
 
 
