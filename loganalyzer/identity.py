@@ -158,8 +158,20 @@ def _log_interval_stated(config: dict[str, ConfigValue]) -> bool:
 
 def _resumes(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
     """`part` may resume `run`: the same identity, and it started after the run's last
-    record (or repeats one of them: a copy printed by another node)."""
-    return compatible(run.facts, facts) and (not _overlaps(part, run) or _copies_of(part, run))
+    record, or it holds a record the run holds too (another node's copy of its lines)."""
+    return compatible(run.facts, facts) and (not _overlaps(part, run) or _shares_records(part, run))
+
+
+def _shares_records(part: Run, run: _RunParts) -> bool:
+    """Whether any record of `part` is one the run already holds (same iteration, step time
+    and loss)."""
+    records = part.table.select(RECORD_COPY)
+    return any(
+        earlier.table.select(RECORD_COPY)
+        .join(records, on=RECORD_COPY, how="semi", nulls_equal=True)
+        .height
+        for earlier in run.parts
+    )
 
 
 def _past(part: Run, run: _RunParts) -> bool:
@@ -176,18 +188,6 @@ def _overlaps(part: Run, run: _RunParts) -> bool:
     ends = [p.table.select(pl.col("timestamp").max()).item() for p in run.parts]
     known = [end for end in ends if end is not None]
     return start is not None and bool(known) and bool(start < max(known))
-
-
-def _copies_of(part: Run, run: _RunParts) -> bool:
-    """Whether `part`'s first record is one the run already holds: the same iteration, step
-    time and loss (a node's copy of the lines another node printed)."""
-    first = part.table.head(1).select(RECORD_COPY)
-    return any(
-        earlier.table.select(RECORD_COPY)
-        .join(first, on=RECORD_COPY, how="semi", nulls_equal=True)
-        .height
-        for earlier in run.parts
-    )
 
 
 # What makes a record a copy of another.
@@ -216,9 +216,10 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
             home = next(
                 (r for r in reversed(runs) if _resumes(part, r, facts) and _past(part, r)), None
             )
-        else:  # from scratch, yet a copy of a run already seen (each node prints every line)
+        else:  # from scratch, yet copies of a run already seen (each node prints its lines)
             home = next(
-                (r for r in runs if compatible(r.facts, facts) and _copies_of(part, r)), None
+                (r for r in runs if compatible(r.facts, facts) and _shares_records(part, r)),
+                None,
             )
         if home is None:
             home = _RunParts()
