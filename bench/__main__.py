@@ -21,6 +21,7 @@ STAGES = (
     "stage_analysis",
     "stage_stdout",
     "stage_multifile",
+    "stage_tensorboard",
     "stage_wandb",
     "stage_index",
 )

@@ -7,7 +7,9 @@ different runs when their model shape, world size or parallelism
 differ (a fact only one of them states does not separate them), or when one starts from the
 beginning (its first record covers iteration 1): nothing was resumed, so it is a new run, not
 a restart. A part that continues the counter of an earlier run of the same identity (a resume
-from a checkpoint) joins it as a restart.
+from a checkpoint) joins it as a restart, unless it began before that run's last record (it
+ran beside it: another run of a sweep). A lone record whose log interval is unknown may or may
+not cover iteration 1: it joins an earlier run only when it is past that run's last iteration.
 """
 
 from __future__ import annotations
@@ -130,24 +132,62 @@ def compatible(a: dict[str, object], b: dict[str, object]) -> bool:
     return all(a[key] == b[key] for key in a.keys() & b.keys())
 
 
-def _starts_from_scratch(run: Run) -> bool:
+def _starts_from_scratch(run: Run) -> bool | None:
+    """Whether the part's first record covers iteration 1 (nothing was resumed); None when
+    that cannot be told: a lone record past iteration 1 whose log interval is unknown.
+
+    A record's interval is evidence only when it was measured (the step to a second record)
+    or the run states its log interval; parsers give a lone record its own iteration number
+    as interval, which would make every lone record a start from scratch.
+    """
     table = run.table
     if table.height == 0:
         return False
-    first = table["iteration"][0] - (table["interval"][0] or 1) + 1
-    return bool(first <= 1)
+    first_segment = table.filter(pl.col("segment") == table["segment"][0])
+    iteration = int(first_segment["iteration"][0])
+    interval = first_segment["interval"][0] or 1
+    if first_segment.height > 1 or _log_interval_stated(run.config) or iteration <= 1:
+        return bool(iteration - interval + 1 <= 1)
+    return None
 
 
-def _copies_of(part: Run, run: _RunParts) -> bool:
-    """Whether `part`'s first record is one the run already holds: the same iteration, step
-    time and loss (a node's copy of the lines another node printed)."""
-    first = part.table.head(1).select(RECORD_COPY)
+def _log_interval_stated(config: dict[str, ConfigValue]) -> bool:
+    stated = config.get("log_interval")
+    return stated is not None and stated.value is not None
+
+
+def _resumes(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
+    """`part` may resume `run`: the same identity, and it started after the run's last
+    record, or it holds a record the run holds too (another node's copy of its lines)."""
+    return compatible(run.facts, facts) and (not _overlaps(part, run) or _shares_records(part, run))
+
+
+def _shares_records(part: Run, run: _RunParts) -> bool:
+    """Whether any record of `part` is one the run already holds (same iteration, step time
+    and loss)."""
+    records = part.table.select(RECORD_COPY)
     return any(
         earlier.table.select(RECORD_COPY)
-        .join(first, on=RECORD_COPY, how="semi", nulls_equal=True)
+        .join(records, on=RECORD_COPY, how="semi", nulls_equal=True)
         .height
         for earlier in run.parts
     )
+
+
+def _past(part: Run, run: _RunParts) -> bool:
+    """`part` begins past the last iteration `run` logged (it carries the counter on)."""
+    lasts = [p.table.select(pl.col("iteration").max()).item() for p in run.parts]
+    known = [last for last in lasts if last is not None]
+    return not known or int(part.table["iteration"][0]) > max(known)
+
+
+def _overlaps(part: Run, run: _RunParts) -> bool:
+    """Whether `part` started before the last record of `run` (both timed): it ran beside
+    the run rather than after it, so it is not a resume of it (two runs of one sweep)."""
+    start = part.table.select(pl.col("timestamp").min()).item()
+    ends = [p.table.select(pl.col("timestamp").max()).item() for p in run.parts]
+    known = [end for end in ends if end is not None]
+    return start is not None and bool(known) and bool(start < max(known))
 
 
 # What makes a record a copy of another.
@@ -169,11 +209,17 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
     for part in sorted(parts, key=order_key):
         facts = identity(part)
         home = None
-        if not _starts_from_scratch(part):
-            home = next((r for r in reversed(runs) if compatible(r.facts, facts)), None)
-        else:  # from scratch, yet a copy of a run already seen (each node prints every line)
+        scratch = _starts_from_scratch(part)
+        if scratch is False:  # a resume, of a run that had ended by then
+            home = next((r for r in reversed(runs) if _resumes(part, r, facts)), None)
+        elif scratch is None:  # unknown: a resume only if it is past where the run stopped
             home = next(
-                (r for r in runs if compatible(r.facts, facts) and _copies_of(part, r)), None
+                (r for r in reversed(runs) if _resumes(part, r, facts) and _past(part, r)), None
+            )
+        else:  # from scratch, yet copies of a run already seen (each node prints its lines)
+            home = next(
+                (r for r in runs if compatible(r.facts, facts) and _shares_records(part, r)),
+                None,
             )
         if home is None:
             home = _RunParts()

@@ -36,15 +36,17 @@ def build_tables(long: pl.DataFrame, source: str) -> Tables:
     """The per-iteration table of the mapped names and the long table of every other name."""
     warnings: list[str] = []
     names = long.get_column("name").unique().sort().to_list()
-    copies = long.filter(pl.col("name").str.contains(AXIS_COPY.pattern))
+    # names are matched once each, not row by row (the column may be categorical)
+    copied = [name for name in names if AXIS_COPY.search(name)]
+    copies = long.filter(pl.col("name").is_in(copied))
     if copies.height:
-        shown = ", ".join(sorted(set(copies.get_column("name").to_list()))[:3])
+        shown = ", ".join(sorted(copied)[:3])
         warnings.append(
             f"{source}: {copies.height} values logged a second time against another axis "
             f"({shown}, ...) are not read twice"
         )
-        long = long.filter(~pl.col("name").str.contains(AXIS_COPY.pattern))
-    long, batch = _samples_to_iterations(long)
+        long = long.filter(~pl.col("name").is_in(copied))
+    long, batch = _samples_to_iterations(long, names)
     if batch is not None:
         warnings.append(
             f"{source}: DeepSpeed's monitor logs against samples; iteration = samples / {batch}"
@@ -72,10 +74,10 @@ def build_tables(long: pl.DataFrame, source: str) -> Tables:
     return Tables(table, metrics, framework_of(names), warnings, step_time_source)
 
 
-def _samples_to_iterations(long: pl.DataFrame) -> tuple[pl.DataFrame, int | None]:
+def _samples_to_iterations(long: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, int | None]:
     """DeepSpeed's monitor steps are consumed samples: turn them into iterations by the most
     common step between its records (the global batch size)."""
-    indexed = pl.col("name").str.starts_with(SAMPLE_INDEXED_PREFIX)
+    indexed = pl.col("name").is_in([n for n in names if n.startswith(SAMPLE_INDEXED_PREFIX)])
     samples = long.filter(indexed).get_column("step").unique().sort()
     if samples.len() < 1:
         return long, None

@@ -231,3 +231,56 @@ def test_a_folder_of_event_files_is_one_run_with_a_segment_per_file(tmp_path: Pa
     document = json.loads(result.stdout)
     assert document["iterations"] == {"logged": 20, "first": 1, "last": 15, "segments": 2}
     assert len(document["sources"]) == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    pattern=st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=5),
+    count=st.integers(min_value=40, max_value=400),
+    at=st.integers(min_value=0),
+    damage=st.sampled_from(["flip", "huge_length", "max_length", "cut"]),
+)
+def test_predicted_record_positions_are_the_walked_ones(
+    pattern: list[int], count: int, at: int, damage: str
+) -> None:
+    """Records whose sizes repeat (as one tag per step does) are framed by prediction; damage
+    anywhere, a huge stored length included, gives what walking one by one gives."""
+    import struct
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from loganalyzer.parsers.tensorboard import tfrecord
+
+    class Sink:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def write(self, chunk: bytes) -> None:
+            self.data += chunk
+
+        def flush(self) -> None:
+            pass
+
+    sink = Sink()
+    writer = RecordWriter(sink)
+    for index in range(count):
+        writer.write(bytes([index % 251]) * pattern[index % len(pattern)])
+    data = bytearray(sink.data)
+    at %= len(data)
+    if damage == "flip":
+        data[at] ^= 0x41
+    elif damage in ("huge_length", "max_length"):  # in the length field of a record
+        victim = at % count
+        head = sum(16 + pattern[i % len(pattern)] for i in range(victim))
+        value = (1 << 63) if damage == "huge_length" else (1 << 64) - 1
+        data[head : head + 8] = struct.pack("<Q", value)
+    else:
+        del data[at:]
+    array = np.frombuffer(bytes(data), dtype=np.uint8)
+    predicted = frame(array)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tfrecord, "PROBE_RECORDS", 1 << 30)  # never predict
+        walked = frame(array)
+    assert predicted.starts.tolist() == walked.starts.tolist()
+    assert predicted.lengths.tolist() == walked.lengths.tolist()
+    assert predicted.damage == walked.damage and predicted.cut_at == walked.cut_at

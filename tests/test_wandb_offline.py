@@ -127,3 +127,21 @@ def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path
     assert run.get("gpu_name") == "NVIDIA A100-SXM4-80GB"
     assert run.get("num_gpus") == 4
     assert str(run.config["gpu_name"].provenance) == "wandb metadata"
+
+
+def test_a_gpu_from_wandb_metadata_says_so_in_json_and_text(tmp_path: Path) -> None:
+    (source,) = (FIXTURES / "wandb" / "v0_16_6").glob("wandb/offline-run-*")
+    folder = tmp_path / source.name
+    shutil.copytree(source, folder)
+    (folder / "files").mkdir()
+    (folder / "files" / "wandb-metadata.json").write_text(
+        json.dumps({"gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 4})
+    )
+    as_json = CliRunner().invoke(main, ["summary", "-q", "--json", str(folder)])
+    assert as_json.exit_code == 0, as_json.output
+    gpu = json.loads(as_json.stdout)["run"]["gpu"]
+    assert (gpu["key"], gpu["source"]) == ("a100-sxm4-80gb", "wandb metadata")
+    as_text = CliRunner().invoke(main, ["summary", "-q", str(folder)])
+    assert as_text.exit_code == 0, as_text.output
+    (line,) = [line for line in as_text.stdout.splitlines() if line.strip().startswith("GPUs")]
+    assert line.endswith("GPUs         4 × A100 SXM4 80GB (from wandb metadata)")

@@ -35,7 +35,7 @@ from loganalyzer.flops.shape import (
     layered_shape,
     shape_from_megatron_args,
 )
-from loganalyzer.model import MODEL_FACTS, RUN_FACTS, Run
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         shape = dataclasses.replace(shape, seq_length=derived[0])
         origins["seq_length"] = derived[1]
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
-    gpu, gpu_source = _gpu(given.get("gpu"), run.get("gpu_name"), warnings)
+    gpu, gpu_source = _gpu(given.get("gpu"), run.config.get("gpu_name"), warnings)
     dtype = given.get("dtype") or run.get("dtype")
     recompute = given.get("recompute") or _logged_recompute(run, warnings)
     lora = bool(given.get("lora")) or run.get("lora") is True
@@ -241,24 +241,27 @@ def typical_global_batch(table: pl.DataFrame) -> int | None:
 
 
 def _gpu(
-    flag: str | None, from_log: object, warnings: list[str]
+    flag: str | None, logged: ConfigValue | None, warnings: list[str]
 ) -> tuple[peaks.Resolution | None, str | None]:
-    """The accelerator the user named (an unknown name is a usage error), else the log's
-    (an unknown one is a warning and a null, never a guess)."""
+    """The accelerator the user named (an unknown name is a usage error), else the run's
+    (an unknown one is a warning and a null, never a guess), with where it came from: "flag",
+    "log" for a text log, else the provenance ("wandb metadata")."""
+    from_log = logged.value if logged is not None else None
     if flag:
         found = peaks.resolve(flag)
         if found is None:
             raise UsageProblem(f"--gpu: {peaks.unknown_message(flag)}")
-        logged = peaks.resolve(str(from_log)) if from_log else None
-        if from_log and (logged is None or logged.accelerator.key != found.accelerator.key):
+        read = peaks.resolve(str(from_log)) if from_log else None
+        if from_log and (read is None or read.accelerator.key != found.accelerator.key):
             warnings.append(f"--gpu {flag} overrides the log's GPU {from_log!r}")
         return found, "flag"
-    if from_log:
+    if logged is not None and from_log:
         found = peaks.resolve(str(from_log))
         if found is None:
             warnings.append(f"GPU {from_log!r} from the log is not in the peak table: pass --gpu")
             return None, None
-        return found, "log"
+        origin = logged.provenance
+        return found, "log" if origin.kind == "log" else str(origin)
     return None, None
 
 

@@ -38,6 +38,8 @@ def _gpus(run: dict[str, Any]) -> str:
     if gpu is None and count is None:
         return UNKNOWN
     name = gpu["name"] if gpu else f"GPU type {UNKNOWN}"
+    if gpu and gpu["source"] not in ("flag", "log"):  # read from a run's metadata: say so
+        name += f" (from {gpu['source']})"
     return f"{count} {TIMES} {name}" if count is not None else f"{name} (count {UNKNOWN})"
 
 

@@ -19,9 +19,10 @@ import polars as pl
 from loganalyzer.parsers.crc import I64Array, U8Array
 from loganalyzer.parsers.tensorboard.tfrecord import Framed
 
-# The columns of the scalar table, one row per (event, scalar value).
+# The columns of the scalar table, one row per (event, scalar value); a file has few tags,
+# held once each (categorical) rather than once per row.
 SCALAR_SCHEMA = {
-    "tag": pl.String(),
+    "tag": pl.Categorical(),
     "step": pl.Int64(),
     "wall_time": pl.Float64(),
     "value": pl.Float64(),
@@ -68,9 +69,12 @@ def decode(framed: Framed) -> Decoded:
         fast, frame = _simple_scalars(batch)
         fast_frames.append(frame.with_columns(pl.col("record") + first))
         slow.append(np.flatnonzero(~fast) + first)
+        framed.release(int(batch.starts[-1]))
     decoded = _one_by_one(framed, np.concatenate(slow) if slow else np.zeros(0, np.int64))
-    scalars = pl.concat([*fast_frames, decoded.scalars]).sort("record")
-    decoded.scalars = scalars
+    scalars = pl.concat([*fast_frames, decoded.scalars], rechunk=False)
+    fast_frames.clear()
+    # the batches are in record order; only the few events decoded one by one interleave
+    decoded.scalars = scalars.sort("record") if decoded.scalars.height else scalars.rechunk()
     return decoded
 
 
@@ -164,7 +168,7 @@ def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
         row.tobytes()[: int(length)].decode("utf-8", errors="replace")
         for row, length in zip(distinct, lengths[first], strict=True)
     ]
-    return pl.Series("tag", names, dtype=pl.String).gather(pl.Series(inverse.ravel()))
+    return pl.Series("tag", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
 
 
 def _one_by_one(framed: Framed, records: I64Array) -> Decoded:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.parsers.framing import framing_warnings
 from loganalyzer.parsers.run_config import config_from_values
 from loganalyzer.parsers.scalar_table import build_tables
 from loganalyzer.parsers.tensorboard.events import Decoded, Text, decode
-from loganalyzer.parsers.tensorboard.tfrecord import Framed, frame, read_file
+from loganalyzer.parsers.tensorboard.tfrecord import frame, read_file
 
 FILE_MARKER = "tfevents"
 # Text summaries holding JSON objects of settings (HF Trainer's TensorBoardCallback).
@@ -45,17 +46,27 @@ class TensorBoardParser:
         return 0.95 if FILE_MARKER in path.name else 0.8
 
     def parse(self, path: Path) -> Run:
-        data, _mapping = read_file(path)
-        framed = frame(data)
+        data, mapping = read_file(path)
+        framed = frame(data, mapping)
         if len(framed.starts) == 0:
             raise InputError(f"{path}: no intact TensorBoard record; is it an event file?")
         decoded = decode(framed)
         source = str(path)
+        warnings = framing_warnings(
+            source, framed.damage, framed.cut_at, len(framed.starts), "bad CRC or length"
+        )
+        # Everything is decoded: unmap the file, whose pages count in the process's memory
+        # for as long as it is mapped, before the tables are built.
+        del framed, data
+        if mapping is not None:
+            mapping.close()
         long = decoded.scalars.select(
             name="tag", step="step", wall_time="wall_time", value="value", record="record"
         )
+        decoded.scalars = long.clear()
         tables = build_tables(long, source)
-        warnings = _framing_warnings(source, framed) + tables.warnings
+        del long
+        warnings += tables.warnings
         warnings += _decode_warnings(source, decoded)
         config, config_warnings = _config(source, decoded)
         warnings += config_warnings
@@ -84,20 +95,6 @@ def _first_record_is_event(head: bytes) -> bool:
         crc_many(data, np.array([0], dtype=np.int64), np.array([8], dtype=np.int64), CRC32C_POLY)
     )
     return bool(struct.unpack_from("<I", head, 8)[0] == int(crc[0])) and head[12] == 0x09
-
-
-def _framing_warnings(source: str, framed: Framed) -> list[str]:
-    warnings = [
-        f"{source}: bytes {hurt.start}-{hurt.end} are damaged (bad CRC or length) and were"
-        f" skipped; {hurt.records_after} intact records after them were kept"
-        for hurt in framed.damage
-    ]
-    if framed.cut_at is not None:
-        warnings.append(
-            f"{source}: the file ends inside a record at byte {framed.cut_at} (written while"
-            f" the job was killed?); the {len(framed.starts)} records before it were read"
-        )
-    return warnings
 
 
 def _decode_warnings(source: str, decoded: Decoded) -> list[str]:

@@ -22,21 +22,22 @@ import numpy as np
 
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.crc import CRC32C_POLY, I64Array, U8Array, crc_many, masked_crc32c
+from loganalyzer.parsers.framing import Damage
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
 # Positions examined at once while looking for the next intact record after damage.
 SCAN_WINDOW = 1 << 20
 _LENGTH = struct.Struct("<Q")
-
-
-@dataclass(frozen=True)
-class Damage:
-    """Bytes skipped because no intact record starts within them."""
-
-    start: int
-    end: int
-    records_after: int = 0  # intact records kept between this damage and the next (or the end)
+# The walk: records walked one by one before the sizes' period is guessed, the longest period
+# looked for, and how many records are predicted at once (doubling while they all match).
+PROBE_RECORDS = 32
+MAX_PERIOD = 16
+PREDICT_MIN = 256
+PREDICT_MAX = 1 << 16
+# Records whose CRCs are checked at once; bytes read before the pages behind are released.
+CHECK_RECORDS = 1 << 18
+RELEASE_BYTES = 64 << 20
 
 
 @dataclass
@@ -48,6 +49,11 @@ class Framed:
     lengths: I64Array
     damage: list[Damage] = field(default_factory=list)
     cut_at: int | None = None  # a record cut short by the end of the file begins here
+    mapping: mmap.mmap | None = None  # the file's map, when `data` is one
+
+    def release(self, end: int) -> None:
+        """Done with the bytes before `end`: see `release_pages`."""
+        release_pages(self.mapping, end)
 
     def record(self, index: int) -> bytes:
         start = int(self.starts[index])
@@ -67,17 +73,25 @@ def read_file(path: Path) -> tuple[U8Array, mmap.mmap | None]:
     return np.frombuffer(mapped, dtype=np.uint8), mapped
 
 
-def frame(data: U8Array) -> Framed:
-    """Every intact record of a TFRecord file's bytes, in order."""
-    buffer = memoryview(data)
+def release_pages(mapping: mmap.mmap | None, end: int) -> None:
+    """Drop the mapped pages before `end` from the process's resident memory: they stay in
+    the page cache and are read again if touched. Each pass over a large file releases what
+    it has read, so memory does not grow with the file's size."""
+    if mapping is not None and hasattr(mmap, "MADV_DONTNEED") and end >= mmap.PAGESIZE:
+        mapping.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
+
+
+def frame(data: U8Array, mapping: mmap.mmap | None = None) -> Framed:
+    """Every intact record of a TFRecord file's bytes (mapped by `mapping`, whose pages are
+    released as they are read), in order."""
     starts: list[I64Array] = []
     lengths: list[I64Array] = []
     damage: list[Damage] = []
     cut_at: int | None = None
     position = 0
     while position < len(data):
-        found_starts, found_lengths, stop = _walk(buffer, position)
-        good = _intact_prefix(data, found_starts, found_lengths)
+        found_starts, found_lengths, stop = _walk(data, position, mapping)
+        good = _intact_prefix(data, found_starts, found_lengths, mapping)
         starts.append(found_starts[:good])
         lengths.append(found_lengths[:good])
         if good < len(found_starts):
@@ -99,31 +113,117 @@ def frame(data: U8Array) -> Framed:
         np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64),
         _count_after(damage, all_starts),
         cut_at,
+        mapping,
     )
 
 
-def _walk(buffer: memoryview, position: int) -> tuple[I64Array, I64Array, int]:
+def _walk(
+    data: U8Array, position: int, mapping: mmap.mmap | None
+) -> tuple[I64Array, I64Array, int]:
     """Follow the lengths from `position` while whole records fit; the data starts and
-    lengths found, and where the walk stopped. CRCs are not checked here."""
-    size = len(buffer)
+    lengths found, and where the walk stopped. CRCs are not checked here.
+
+    Each record's position depends on the one before, but the records of an event file
+    mostly repeat a few sizes in a fixed order (one per tag). So after a few records walked
+    one by one, the sizes' period is guessed and the positions of many records ahead are
+    predicted at once; the length stored at each predicted position is then read with
+    numpy, and every prediction up to the first that does not match is exactly what the
+    walk would have found. A file without such a pattern is walked one record at a time.
+    """
+    size = len(data)
+    buffer = memoryview(data)
+    heads: list[I64Array] = []
+    ahead = PREDICT_MIN
+    released = position
+    while True:
+        walked = _walk_few(buffer, position, size)
+        heads.append(np.array(walked[:-1], dtype=np.int64))
+        position = walked[-1]
+        if len(walked) <= PROBE_RECORDS:
+            break  # the walk stopped: a record does not fit
+        predicted = _predict(np.diff(np.array(walked, dtype=np.int64)), position, ahead)
+        matched, after = _matching(data, predicted)
+        heads.append(predicted[:matched])
+        position = after if matched else position
+        ahead = min(ahead * 2, PREDICT_MAX) if matched == len(predicted) else PREDICT_MIN
+        if position - released > RELEASE_BYTES:
+            release_pages(mapping, position)
+            released = position
+    bounds = np.concatenate([*heads, np.array([position], dtype=np.int64)])
+    return bounds[:-1] + HEADER, np.diff(bounds) - HEADER - FOOTER, position
+
+
+def _walk_few(buffer: memoryview, position: int, size: int) -> list[int]:
+    """Up to PROBE_RECORDS records walked one by one: their heads and the position after the
+    last (one head fewer than PROBE_RECORDS + 1 when a record does not fit)."""
     heads = [position]
     unpack = _LENGTH.unpack_from
-    add = heads.append
     limit = size - HEADER
-    while position <= limit:
+    while position <= limit and len(heads) <= PROBE_RECORDS:
         end = position + unpack(buffer, position)[0] + HEADER + FOOTER
         if end > size:
             break
         position = end
-        add(end)
-    bounds = np.array(heads, dtype=np.int64)
-    return bounds[:-1] + HEADER, np.diff(bounds) - HEADER - FOOTER, position
+        heads.append(end)
+    return heads
 
 
-def _intact_prefix(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
-    """How many of the walked records, from the first, pass both CRCs."""
-    if len(starts) == 0:
-        return 0
+def _predict(sizes: I64Array, position: int, count: int) -> I64Array:
+    """The heads of the next `count` records from `position`, if the record sizes go on
+    repeating their shortest period among the last ones walked."""
+    period = next(
+        (p for p in range(1, MAX_PERIOD + 1) if (sizes[-2 * p : -p] == sizes[-p:]).all()),
+        len(sizes),
+    )
+    repeated = np.resize(sizes[-period:], count)
+    return position + np.concatenate([[0], np.cumsum(repeated[:-1])])
+
+
+def _matching(data: U8Array, heads: I64Array) -> tuple[int, int]:
+    """How many of the predicted heads, from the first (which is real), are real records:
+    each one's stored length leads to the next prediction, and it fits in the data; and the
+    position after the last of them."""
+    size = len(data)
+    inside = heads + HEADER <= size
+    count = int(np.argmin(inside)) if not inside.all() else len(heads)
+    heads = heads[:count]
+    if count == 0:
+        return 0, int(heads[0]) if len(heads) else 0
+    ends = heads + _stored_length(data, heads) + HEADER + FOOTER
+    good = (ends[:-1] == heads[1:]) & (ends[:-1] <= size)
+    first_bad = int(np.argmin(good)) if not good.all() else len(good)
+    # the record at `first_bad` is real (its head was reached) but its successor is not
+    # predicted: it is kept and the walk resumes after it
+    matched = first_bad + 1 if ends[first_bad] <= size else first_bad
+    return matched, int(ends[matched - 1]) if matched else int(heads[0])
+
+
+def _stored_length(data: U8Array, heads: I64Array) -> I64Array:
+    """The u64 length field at each head (heads at least HEADER bytes before the end); a
+    length past the end of the data (up to 2^64 - 1 in a damaged header) reads as the data's
+    size, which no record fits in."""
+    index = heads[:, None] + np.arange(8, dtype=np.int64)[None, :]
+    stored = np.ascontiguousarray(data[index]).view("<u8").ravel()
+    size = np.uint64(len(data))
+    lengths: I64Array = np.minimum(stored, size).astype(np.int64)
+    return lengths
+
+
+def _intact_prefix(
+    data: U8Array, starts: I64Array, lengths: I64Array, mapping: mmap.mmap | None = None
+) -> int:
+    """How many of the walked records, from the first, pass both CRCs (checked CHECK_RECORDS
+    at a time: the work arrays of a check grow with the records checked)."""
+    for first in range(0, len(starts), CHECK_RECORDS):
+        part = slice(first, first + CHECK_RECORDS)
+        good = _intact(data, starts[part], lengths[part])
+        if good < len(starts[part]):
+            return first + good
+        release_pages(mapping, int(starts[part][-1]))
+    return len(starts)
+
+
+def _intact(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
     heads = starts - HEADER
     length_ok = _stored(data, heads + 8) == masked_crc32c(
         crc_many(data, heads, np.full(len(heads), 8, dtype=np.int64), CRC32C_POLY)

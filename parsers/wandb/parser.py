@@ -10,13 +10,14 @@ import polars as pl
 
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.parsers.framing import framing_warnings
 from loganalyzer.parsers.run_config import config_from_values
 from loganalyzer.parsers.scalar_table import build_tables
 from loganalyzer.parsers.tensorboard.tfrecord import read_file
 from loganalyzer.parsers.wandb.history import history_frame, system_metrics
 from loganalyzer.parsers.wandb.records import RunRecords, decode_records, records_from_api
 from loganalyzer.parsers.wandb.remote import parse_ref, pull
-from loganalyzer.parsers.wandb.transaction_log import LogRecords, is_transaction_log, read_log
+from loganalyzer.parsers.wandb.transaction_log import is_transaction_log, read_log
 
 
 class WandbParser:
@@ -51,7 +52,10 @@ class WandbParser:
             raise InputError(f"{path}: {exc}") from exc
         source = str(path)
         found = decode_records(log.records)
-        return run_from_records(found, source, self.name, _framing_warnings(source, log), path)
+        warnings = framing_warnings(
+            source, log.damage, log.cut_at, len(log.records), "bad CRC or chunk header"
+        )
+        return run_from_records(found, source, self.name, warnings, path)
 
     def _pull(self, source: str) -> Run:
         ref = parse_ref(source)
@@ -136,17 +140,3 @@ def _metadata_file(path: Path) -> dict[str, object]:
         if values.get("gpu_count"):
             found["num_gpus"] = values["gpu_count"]
     return found
-
-
-def _framing_warnings(source: str, log: LogRecords) -> list[str]:
-    warnings = [
-        f"{source}: bytes {hurt.start}-{hurt.end} are damaged (bad CRC or chunk header) and"
-        f" were skipped; {hurt.records_after} whole records after them were kept"
-        for hurt in log.damage
-    ]
-    if log.cut_at is not None:
-        warnings.append(
-            f"{source}: the file ends inside a record at byte {log.cut_at} (the run was killed"
-            f" mid-write?); the {len(log.records)} records before it were read"
-        )
-    return warnings

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loganalyzer.parsers.crc import CRC32_POLY, I64Array, U8Array, crc_many
+from loganalyzer.parsers.framing import Damage
 
 MAGIC = b":W&B"
 FILE_HEADER = 7
@@ -30,16 +31,6 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 _CHUNK = struct.Struct("<IHB")
 # zlib.crc32 of each type byte: the state each chunk's data CRC continues from.
 _TYPE_CRC = np.array([zlib.crc32(bytes([t])) for t in range(256)], dtype=np.uint32)
-
-
-@dataclass(frozen=True)
-class Damage:
-    """Bytes skipped after a damaged chunk, and the whole records read after them (up to the
-    next damage)."""
-
-    start: int
-    end: int
-    records_after: int = 0
 
 
 @dataclass

@@ -1,0 +1,139 @@
+"""TensorBoard: one event file of scalar events written by tensorboard's own writer, read by
+loganalyzer's parser against `EventAccumulator(size_guidance={'scalars': 0})` (every scalar
+kept) and `tbparse.SummaryReader(...).scalars`, each in a process of its own.
+
+The file holds Megatron-LM's `lm loss`, `learning-rate` and `iteration-time` at every step
+(3 tags x events / 3 steps), framed by tensorboard's RecordWriter; its CRCs are computed in C
+(`crc32c`): tensorboard's pure-Python CRC would take minutes for 3,000,000 events. Each
+reader prints how many scalar values it read, which must be every one written.
+
+    python -m bench.stage_tensorboard READER PATH    # one reader, as the harness runs it
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench.harness import PYTHON, Case, Command
+
+NAME = "tensorboard"
+FULL_EVENTS = 3_000_000
+QUICK_EVENTS = 300_000
+TAGS = ("lm loss", "learning-rate", "iteration-time")
+START = 1_795_000_000.0
+
+
+def cases(workdir: Path, quick: bool) -> list[Case]:
+    events = QUICK_EVENTS if quick else FULL_EVENTS
+    path = workdir / f"events.out.tfevents.1795000000.bench.{events}.0"
+    if not path.exists():
+        write_events(path, events)
+
+    def command(label: str, reader: str) -> Command:
+        argv = [PYTHON, "-m", "bench.stage_tensorboard", reader, str(path)]
+        return Command(label, argv, check=lambda out: _every_event(out, events))
+
+    megabytes = path.stat().st_size / 1e6
+    return [
+        Case(
+            NAME,
+            f"{events:,} scalar events ({megabytes:,.0f} MB)",
+            events,
+            "events",
+            command("loganalyzer TensorBoardParser", "loganalyzer"),
+            (
+                command("EventAccumulator(scalars: 0)", "event-accumulator"),
+                command("tbparse SummaryReader", "tbparse"),
+            ),
+        )
+    ]
+
+
+def write_events(path: Path, events: int) -> None:
+    """`events` simple-value scalar events (a multiple of 3: 3 tags per step), and the
+    file-version header, through tensorboard's RecordWriter."""
+    import crc32c
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer import record_writer
+
+    def masked(data: bytes) -> int:
+        crc = crc32c.crc32c(data)
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    own = record_writer.masked_crc32c
+    record_writer.masked_crc32c = masked
+    try:
+        with path.open("wb") as stream:
+            writer = record_writer.RecordWriter(stream)
+            header = Event(wall_time=START, file_version="brain.Event:2")
+            writer.write(header.SerializeToString())
+            event = Event()
+            value = event.summary.value.add()
+            for step in range(1, events // len(TAGS) + 1):
+                event.wall_time = START + step / 2
+                event.step = step
+                for index, tag in enumerate(TAGS):
+                    value.tag = tag
+                    value.simple_value = index + step / 1000
+                    writer.write(event.SerializeToString())
+    finally:
+        record_writer.masked_crc32c = own
+
+
+def _every_event(output: str, events: int) -> str | None:
+    lines = output.strip().splitlines()
+    read = int(lines[0]) if lines and lines[0].isdigit() else None
+    return None if read == events else f"read {read} scalar values of {events}"
+
+
+def _loganalyzer(path: str) -> int:
+    from loganalyzer.parsers.tensorboard import TensorBoardParser
+
+    run = TensorBoardParser().parse(Path(path))
+    mapped = run.table.select("loss", "lr", "step_time_s")
+    return int(sum(mapped.count().row(0))) + run.metrics.height
+
+
+def _event_accumulator(path: str) -> int:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(path, size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return sum(len(accumulator.Scalars(tag)) for tag in accumulator.Tags()["scalars"])
+
+
+def _tbparse(path: str) -> int:
+    from tbparse import SummaryReader
+
+    return len(SummaryReader(path).scalars)
+
+
+READERS = {
+    "loganalyzer": ("loganalyzer.parsers.tensorboard.parser", _loganalyzer),
+    "event-accumulator": (
+        "tensorboard.backend.event_processing.event_accumulator",
+        _event_accumulator,
+    ),
+    "tbparse": ("tbparse", _tbparse),
+}
+
+
+def main() -> None:
+    """Read the file with one reader; imports are not timed (a command pays them once)."""
+    import importlib
+
+    module, read = READERS[sys.argv[1]]
+    importlib.import_module(module)
+    importlib.import_module("tensorboard.compat.proto.event_pb2")
+    start = time.perf_counter()
+    count = read(sys.argv[2])
+    seconds = time.perf_counter() - start
+    print(count)
+    print(json.dumps({"seconds": seconds}))
+
+
+if __name__ == "__main__":
+    main()
