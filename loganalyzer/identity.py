@@ -174,6 +174,14 @@ def _shares_records(part: Run, run: _RunParts) -> bool:
     )
 
 
+def _resumes_or_copies(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
+    """For a part whose start cannot be told: it carries the counter past the run's end, or
+    it was printed while the run ran and repeats its records (another node's copies)."""
+    if not _resumes(part, run, facts):
+        return False
+    return _past(part, run) or (_overlaps(part, run) and _shares_records(part, run))
+
+
 def _past(part: Run, run: _RunParts) -> bool:
     """`part` begins past the last iteration `run` logged (it carries the counter on)."""
     lasts = [p.table.select(pl.col("iteration").max()).item() for p in run.parts]
@@ -212,10 +220,8 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
         scratch = _starts_from_scratch(part)
         if scratch is False:  # a resume, of a run that had ended by then
             home = next((r for r in reversed(runs) if _resumes(part, r, facts)), None)
-        elif scratch is None:  # unknown: a resume only if it is past where the run stopped
-            home = next(
-                (r for r in reversed(runs) if _resumes(part, r, facts) and _past(part, r)), None
-            )
+        elif scratch is None:  # unknown: a resume past the run's end, or copies printed beside it
+            home = next((r for r in reversed(runs) if _resumes_or_copies(part, r, facts)), None)
         else:  # from scratch, yet copies of a run already seen (each node prints its lines)
             home = next(
                 (r for r in runs if compatible(r.facts, facts) and _shares_records(part, r)),

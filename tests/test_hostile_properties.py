@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fuzz.targets import discover, run_pipeline
@@ -107,6 +107,14 @@ def _record(iteration: int) -> str:
 
 @SETTINGS
 @given(run=split_run())
+# another node's lone copy of the first record; a node's copies beside a restart-like gap
+@example(run=([10, 20], [[10, 20], [10]]))
+@example(
+    run=(
+        [10 * k for k in range(1, 13)],
+        [[10, 20, 30, 40, 50, 70, 80, 90, 100, 110, 120], [60, 120]],
+    )
+)
 def test_merging_several_sources_keeps_every_record_once(
     run: tuple[list[int], list[list[int]]],
 ) -> None:
