@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.harness import Row, measure, rows, table
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
-STAGES = ("stage_startup", "stage_analysis", "stage_stdout", "stage_multifile")
+STAGES = ("stage_startup", "stage_analysis", "stage_stdout", "stage_multifile", "stage_report")
 
 
 def main() -> None:
