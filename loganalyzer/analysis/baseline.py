@@ -64,26 +64,33 @@ def centred_median(frame: pl.DataFrame, column: str) -> pl.Series:
     if not frame["segment"].is_sorted():
         return frame.select(_truncated(pl.col(column)).over("segment")).to_series()
     half = WINDOW // 2
-    segment = by_segment(frame)
-    position = pl.int_range(pl.len()).over(segment)
-    length = pl.len().over(segment)
-    piece = (
-        pl.when(length <= 4 * half)
-        .then(0)
-        .when(position < 2 * half)
-        .then(1)
-        .when(position >= length - 2 * half)
-        .then(2)
+    # Each segment's bounds (a few rows), then the pieces that hold its edge records' windows.
+    lengths = frame.group_by(by_segment(frame), maintain_order=True).len()["len"]
+    segments = pl.DataFrame({"start": lengths.cum_sum() - lengths, "length": lengths})
+    short = pl.col("length") <= 4 * half
+    head = segments.select(
+        "start",
+        "length",
+        pl.col("start").alias("lo"),
+        (pl.col("start") + pl.when(short).then("length").otherwise(2 * half)).alias("hi"),
     )
-    near_end = (position < half) | (position >= length - half)
+    tail = segments.filter(~short).select(
+        "start",
+        "length",
+        (pl.col("start") + pl.col("length") - 2 * half).alias("lo"),
+        (pl.col("start") + pl.col("length")).alias("hi"),
+    )
+    pieces = (
+        pl.concat([head, tail])
+        .with_row_index("_piece")
+        .select("_piece", "start", "length", pl.int_ranges("lo", "hi").alias("_row"))
+        .explode("_row")
+    )
+    position = pl.col("_row") - pl.col("start")
     edges = (
-        frame.select(
-            pl.col("segment"), pl.col(column), piece.alias("_piece"), near_end.alias("_near")
-        )
-        .with_row_index("_row")
-        .filter(pl.col("_piece").is_not_null())
-        .with_columns(_truncated(pl.col(column)).over("segment", "_piece").alias("_median"))
-        .filter("_near")
+        pieces.with_columns(frame[column].gather(pieces["_row"]).alias("_value"))
+        .with_columns(_truncated(pl.col("_value")).over("_piece").alias("_median"))
+        .filter((position < half) | (position >= pl.col("length") - half))
     )
     inside = frame.select(
         pl.col(column).rolling_median(WINDOW, min_samples=1).shift(-half).alias(column)
