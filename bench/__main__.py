@@ -24,6 +24,7 @@ STAGES = (
     "stage_tensorboard",
     "stage_wandb",
     "stage_index",
+    "stage_report",
 )
 
 

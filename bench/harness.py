@@ -75,7 +75,7 @@ def measure(command: Command, runs: int) -> Measurement:
         if command.check is not None and (problem := command.check(output)):
             raise RuntimeError(f"{command.label}: wrong result: {problem}")
         times.append(_reported_seconds(output, seconds))
-        cpu.append(cpu_seconds)
+        cpu.append(_reported_seconds(output, cpu_seconds, "cpu_seconds"))
         peaks.append(peak)
     return Measurement(command, statistics.median(times), statistics.median(cpu), max(peaks), runs)
 
@@ -99,11 +99,13 @@ def _run_once(argv: Sequence[str]) -> tuple[float, float, float, str]:
     return seconds, cpu_seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: KiB on Linux
 
 
-def _reported_seconds(output: str, wall: float) -> float:
+def _reported_seconds(output: str, measured: float, key: str = "seconds") -> float:
+    """The child's own figure for its measured section (`{"seconds": s, "cpu_seconds": c}`
+    as its last line), else the whole process's."""
     lines = output.strip().splitlines()
     if lines and lines[-1].startswith('{"seconds"'):
-        return float(json.loads(lines[-1])["seconds"])
-    return wall
+        return float(json.loads(lines[-1]).get(key, measured))
+    return measured
 
 
 @dataclass(frozen=True)

@@ -217,17 +217,26 @@ def test_property_sustained_slowdown_is_one_event_with_exact_bounds(
     assert found == set()
 
 
-@settings(max_examples=40, deadline=None)
-@given(lengths=st.lists(st.integers(1, 60), min_size=1, max_size=4), seed=st.integers(0, 1000))
-def test_property_centred_median_matches_polars_center(lengths: list[int], seed: int) -> None:
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 60), min_size=1, max_size=4),
+    seed=st.integers(0, 1000),
+    interleaved=st.booleans(),
+)
+def test_property_centred_median_matches_polars_center(
+    lengths: list[int], seed: int, interleaved: bool
+) -> None:
+    """The same numbers as polars' `center=True` per segment, at every distance from a
+    segment's ends, for segments in log order (the one-pass path) and interleaved ones."""
     rng = random.Random(seed)
+    segments = [s for s, n in enumerate(lengths) for _ in range(n)]
+    if interleaved:
+        rng.shuffle(segments)
     frame = pl.DataFrame(
-        {
-            "segment": [s for s, n in enumerate(lengths) for _ in range(n)],
-            "step": [rng.random() for n in lengths for _ in range(n)],
-        }
+        {"segment": segments, "step": [round(rng.random(), 1) for _ in segments]},
+        schema={"segment": pl.Int32, "step": pl.Float64},
     )
-    ours = frame.select(centred_median(pl.col("step")).over("segment"))["step"]
+    ours = centred_median(frame, "step")
     theirs = frame.select(
         pl.col("step").rolling_median(WINDOW, min_samples=1, center=True).over("segment")
     )["step"]

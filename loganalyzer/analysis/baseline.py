@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from loganalyzer.analysis._records import by_segment
+
 WINDOW = 21
 MIN_SUSTAINED = WINDOW // 2 + 1
 # A step is slow only if it also sits this many robust standard deviations (1.4826 * MAD of the
@@ -32,27 +34,75 @@ def with_baseline(recs: pl.DataFrame, slow_factor: float) -> tuple[pl.DataFrame,
     """`recs` with `level` (the local baseline) and `event` (the id of the sustained slowdown a
     record belongs to, else null), and the run's pace in seconds."""
     pace = float(recs["step"].median())  # type: ignore[arg-type]
-    level = centred_median(pl.col("step")).over("segment")
     shifted = pl.col("level") > slow_factor * pace
-    run = pl.struct("segment", shifted).rle_id()
-    sustained = shifted & (pl.len().over(run) >= MIN_SUSTAINED)
+    # Runs of records on one side of the shift threshold, numbered in log order (so sorted).
+    run = pl.struct("segment", shifted).rle_id().set_sorted()
+    sustained = shifted & (pl.len().over("_run") >= MIN_SUSTAINED)
     # A spike next to a shift can drag the median across its edge: an event starts and ends
     # with records that are slow themselves.
     slow = pl.col("step") > slow_factor * pace
-    core = slow.cum_max().over("event") & slow.cum_max(reverse=True).over("event")
+    core = slow.cum_max().over("_run") & slow.cum_max(reverse=True).over("_run")
     framed = (
-        recs.with_columns(level.alias("level"))
-        .with_columns(pl.when(sustained).then(run).alias("event"))
-        .with_columns(pl.when(core).then("event").alias("event"))
+        recs.with_columns(centred_median(recs, "step").alias("level"))
+        .with_columns(run.alias("_run"))
+        .with_columns(pl.when(sustained & core).then("_run").alias("event"))
+        .drop("_run")
     )
     return framed, pace
 
 
-def centred_median(values: pl.Expr) -> pl.Expr:
-    """The rolling median over `WINDOW` values centred on each, windows truncated at the ends.
-    Built from two trailing medians (the second over the reversed values, for the last half
-    window; where a series is shorter than a window, the whole series' median): the same
-    numbers as polars' `center=True`, in about half the time."""
+def centred_median(frame: pl.DataFrame, column: str) -> pl.Series:
+    """The rolling median of `column` over `WINDOW` records centred on each, within each
+    segment, windows truncated at the segment's ends: polars' `center=True` per segment.
+
+    A window that stays inside its segment is one trailing median over the whole column,
+    shifted back by half a window (one pass, no grouping). Only the records within half a
+    window of a segment's end need their window cut short: they are recomputed per segment
+    on the segment's first and last `2 * half` records (the whole segment when it is short),
+    which hold all of their windows. Segments out of log order (not sorted) are computed
+    per segment throughout."""
+    if not frame["segment"].is_sorted():
+        return frame.select(_truncated(pl.col(column)).over("segment")).to_series()
+    half = WINDOW // 2
+    # Each segment's bounds (a few rows), then the pieces that hold its edge records' windows.
+    lengths = frame.group_by(by_segment(frame), maintain_order=True).len()["len"]
+    segments = pl.DataFrame({"start": lengths.cum_sum() - lengths, "length": lengths})
+    short = pl.col("length") <= 4 * half
+    head = segments.select(
+        "start",
+        "length",
+        pl.col("start").alias("lo"),
+        (pl.col("start") + pl.when(short).then("length").otherwise(2 * half)).alias("hi"),
+    )
+    tail = segments.filter(~short).select(
+        "start",
+        "length",
+        (pl.col("start") + pl.col("length") - 2 * half).alias("lo"),
+        (pl.col("start") + pl.col("length")).alias("hi"),
+    )
+    pieces = (
+        pl.concat([head, tail])
+        .with_row_index("_piece")
+        .select("_piece", "start", "length", pl.int_ranges("lo", "hi").alias("_row"))
+        .explode("_row")
+    )
+    position = pl.col("_row") - pl.col("start")
+    edges = (
+        pieces.with_columns(frame[column].gather(pieces["_row"]).alias("_value"))
+        .with_columns(_truncated(pl.col("_value")).over("_piece").alias("_median"))
+        .filter((position < half) | (position >= pl.col("length") - half))
+    )
+    inside = frame.select(
+        pl.col(column).rolling_median(WINDOW, min_samples=1).shift(-half).alias(column)
+    ).to_series()
+    return inside.scatter(edges["_row"], edges["_median"])
+
+
+def _truncated(values: pl.Expr) -> pl.Expr:
+    """The centred rolling median of `values` with windows truncated at both ends, built from
+    two trailing medians (the second over the reversed values, for the last half window; where
+    the values are fewer than a window, their median): the same numbers as polars'
+    `center=True`, in about half the time."""
     half = WINDOW // 2
     ahead = values.rolling_median(WINDOW, min_samples=1).shift(-half)
     behind = values.reverse().rolling_median(WINDOW, min_samples=1).reverse().shift(half)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from loganalyzer.analysis._records import timed_records
+from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
 from loganalyzer.analysis.startup import startup_by_segment
 from loganalyzer.render.numbers import duration, percent
@@ -138,7 +138,9 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
         return 0.0, 0.0, "no timed records"
     work = pl.col("step") * pl.col("interval")
     skipped = (
-        pl.col("iteration") - pl.col("iteration").shift(1).over("segment") - pl.col("interval")
+        pl.col("iteration")
+        - pl.col("iteration").shift(1).over(by_segment(recs))
+        - pl.col("interval")
     ).clip(lower_bound=0).fill_null(0) * pl.col("step")
     spans = (
         recs.with_columns(skipped.alias("unlogged"))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.analysis._records import by_segment
+
 # Timestamps are often printed to the second: a stall must exceed rounding and logging jitter.
 STALL_MIN_S = 10.0
 # ... and be at least as long as the work the record itself covers (twice the expected gap).
@@ -54,7 +56,7 @@ def _seconds(delta: pl.Expr) -> pl.Expr:
 
 def find_restarts(recs: pl.DataFrame, pace_s: float | None) -> tuple[Restart, ...]:
     """One `Restart` per segment boundary; redone iterations cost `pace_s` each."""
-    bounds = recs.group_by("segment", maintain_order=True).agg(
+    bounds = recs.group_by(by_segment(recs), maintain_order=True).agg(
         pl.col("iteration").last().alias("after_iteration"),
         pl.col("timestamp").last().alias("left_at"),
         pl.col("first").first().alias("resumed_at"),
@@ -92,16 +94,17 @@ def find_stalls(recs: pl.DataFrame) -> tuple[Stall, ...]:
     record's pace: where the log lacks records (a cut or filtered log), the iterations it
     does not show are assumed to have run at that pace rather than reported as a stall.
     """
+    segment = by_segment(recs)
     iterations = pl.max_horizontal(
-        pl.col("interval"), pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
+        pl.col("interval"), pl.col("iteration") - pl.col("iteration").shift(1).over(segment)
     )
     expected = pl.col("step") * iterations
-    elapsed = _seconds(pl.col("timestamp") - pl.col("timestamp").shift(1)).over("segment")
+    elapsed = _seconds(pl.col("timestamp") - pl.col("timestamp").shift(1)).over(segment)
     rows = (
         recs.with_columns(
             (elapsed - expected).alias("gap_s"),
             expected.alias("expected_s"),
-            pl.col("iteration").shift(1).over("segment").alias("after_iteration"),
+            pl.col("iteration").shift(1).over(segment).alias("after_iteration"),
         )
         .filter(pl.col("gap_s") > pl.max_horizontal(STALL_MIN_S, STALL_RATIO * expected))
         .select("segment", "after_iteration", "iteration", "gap_s", "expected_s")

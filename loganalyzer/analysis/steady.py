@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.analysis._records import by_segment
 from loganalyzer.render.numbers import plural, ratio
 
 # Leading records above this multiple of the pace are warm-up. Lower than the slow-step
@@ -47,20 +48,21 @@ class Warmup:
 
 def warmup_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
     """For each timed record, whether it belongs to its segment's warm-up."""
+    segment = by_segment(recs)
     if warmup is not None:
-        segment_start = pl.col("first").first().over("segment")
+        segment_start = pl.col("first").first().over(segment)
         flag = pl.col("first") < segment_start + warmup
     else:
-        count = pl.len().over("segment")
+        count = pl.len().over(segment)
         pace = (
             pl.when(count >= MIN_RECORDS_FOR_OWN_PACE)
-            .then(pl.col("step").median().over("segment"))
+            .then(pl.col("step").median().over(segment))
             .otherwise(pl.col("step").median())
         )
         above = (pl.col("step") > WARMUP_FACTOR * pace).cast(pl.Int8)
-        leading = above.cum_min().over("segment") == 1
+        leading = above.cum_min().over(segment) == 1
         cap = pl.max_horizontal(pl.lit(MIN_CAP), (count * MAX_WARMUP_SHARE).ceil())
-        flag = leading & (pl.int_range(pl.len()).over("segment") < cap)
+        flag = leading & (pl.int_range(pl.len()).over(segment) < cap)
     return recs.select(flag.alias("warmup")).to_series()
 
 

@@ -370,8 +370,8 @@ def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
 def _loss_spikes(records: pl.DataFrame) -> pl.DataFrame:
     """Records whose loss stands above its centred rolling median by more than
     `LOSS_SPIKE_MIN` and than the run's loss noise (the same rule as for step times)."""
-    median = centred_median(pl.col("loss")).over("segment")
-    framed = records.filter(pl.col("loss").is_not_null()).with_columns(median.alias("median"))
+    framed = records.filter(pl.col("loss").is_not_null())
+    framed = framed.with_columns(centred_median(framed, "loss").alias("median"))
     excess = framed["loss"] / framed["median"] - 1
     return framed.filter(excess > max(LOSS_SPIKE_MIN, noise_floor(excess)))
 

@@ -184,7 +184,9 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     by_kind: dict[str, list[Any]] = {}
     for marker in facts.markers:
         by_kind.setdefault(marker.kind, []).append(marker)
-    where = dict(zip(table["iteration"].to_list(), table["where"].to_list(), strict=True))
+    # Only the marked records' locations (a later copy of an iteration, after a restart, wins).
+    marked = table.filter(pl.col("iteration").is_in([m.iteration for m in facts.markers]))
+    where = dict(zip(marked["iteration"].to_list(), marked["where"].to_list(), strict=True))
     for kind, markers in sorted(by_kind.items()):
         traces.append(
             {

@@ -337,7 +337,8 @@ def _dates(run: Run | None) -> str:
     stamps = run.table["timestamp"].drop_nulls()
     if stamps.is_empty():
         return "no timestamps in the log"
-    first, last = stamps.dt.strftime("%Y-%m-%d %H:%M").sort().gather([0, -1]).to_list()
+    ends = stamps.gather([stamps.arg_min(), stamps.arg_max()])  # type: ignore[list-item]
+    first, last = ends.dt.strftime("%Y-%m-%d %H:%M").to_list()
     return f"{first} – {last} UTC"
 
 
