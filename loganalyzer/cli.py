@@ -154,9 +154,10 @@ def summary(
     SOURCES are log files (.gz read transparently) or run directories (searched
     recursively; files no parser recognises are listed as ignored), TensorBoard event files,
     W&B run folders, or W&B runs named wandb:ENTITY/PROJECT/RUN_ID, wandb:PROJECT/RUN_ID or
-    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; each call
-    times out after 4 s and the first contact after 4 s, a failure is one line and exit 1;
-    pulled runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
+    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; a request
+    W&B leaves unanswered for 10 s (LOGANALYZER_WANDB_TIMEOUT), an error or a garbled answer
+    ends the command with one line naming the cause and exit 1, 2 s later at most; pulled
+    runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
     Model and hardware options override what the logs say and fill in what they lack.
 
     Sources that hold several runs (a different model shape, GPU count or parallelism, or an
