@@ -86,7 +86,11 @@ def export(
 
 
 def config_document(run: Run) -> dict[str, object]:
-    """The config as JSON: every value with the kind, file and line it came from."""
+    """The config as JSON: every value with the kind, file and line it came from; credentials
+    masked (`loganalyzer.secrets`)."""
+    from loganalyzer.secrets import mask_value, planted_secrets
+
+    planted = planted_secrets({name: value.value for name, value in run.config.items()})
     return {
         "framework": run.framework,
         "sources": [
@@ -94,7 +98,7 @@ def config_document(run: Run) -> dict[str, object]:
         ],
         "config": {
             name: {
-                "value": value.value,
+                "value": mask_value(name, value.value, planted),
                 "provenance": {
                     "kind": value.provenance.kind,
                     "source": value.provenance.source,
