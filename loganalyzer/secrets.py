@@ -56,7 +56,7 @@ HEX40 = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{40}(?![0-9A-Za-z])")
 # The name (an identifier, or a flag) and separator before a value in text: `NAME=`,
 # `NAME: `, `'NAME': '`, `NAME ..... ` (Megatron's argument dump), `--NAME ` (a flag).
 NAMED_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<name>-{0,2}(?:[A-Za-z][A-Za-z0-9_.-]{0,80}?[_.-])?"
+    r"(?=[-A-Za-z])(?<![A-Za-z0-9_.-])(?P<name>-{0,2}(?:[A-Za-z][A-Za-z0-9_.-]{0,80}?[_.-])?"
     rf"(?:{_CREDENTIAL}|key))(?![A-Za-z0-9_.-])"
     r"(?P<sep>[\"']?[ \t]{0,4}(?:[:=][ \t]{0,4}|\.{2,}[ \t]{1,4}|(?<=\w)[ \t]{1,4})[\"']?)"
     # looked at, not consumed (it may be the next name); no `:` or `=` in it, so that each

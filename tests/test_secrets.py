@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from loganalyzer import secrets
 from loganalyzer.secrets import MASK, mask_secrets, mask_text
 from tests.bad_inputs import BAD
+from tests.test_regex_bounds import worst_lines
 
 HEX = "0123456789abcdef"
 hex40 = st.text(HEX, min_size=40, max_size=40) | st.text(HEX.upper(), min_size=40, max_size=40)
@@ -182,3 +187,16 @@ def test_report_export_and_compare_show_the_commit_and_mask_the_key(tmp_path: Pa
     assert json.loads(shown["export config"])["config"]["wandb_api_key"]["value"] == MASK
     differences = json.loads(shown["compare"])["config_differences"]
     assert differences["git_hash"] == [commit, commit[::-1]]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, v in vars(secrets).items() if isinstance(v, re.Pattern))
+)
+def test_masking_a_megabyte_of_near_matches_takes_under_a_second(name: str) -> None:
+    """Every pattern at once, as a summary's strings are masked, on the worst 1 MB lines
+    built from each pattern (tests.test_regex_bounds): linear, whatever the line."""
+    for kind, line in worst_lines(getattr(secrets, name).pattern).items():
+        start = time.perf_counter()
+        mask_text(line)
+        took = time.perf_counter() - start
+        assert took < 1.0, f"{name} {kind}: {took:.2f} s"

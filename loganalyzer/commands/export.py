@@ -43,7 +43,7 @@ FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "
     help="Write the long metrics table (iteration, name, value, source, rank, line) instead "
     "of the per-iteration table.",
 )
-@split_runs_option("export each, OUTPUT's name + -run1, -run2, ...")
+@split_runs_option("export each, to OUTPUT's name + -runN (steps-run2.csv)")
 @run_option
 @format_option
 @quiet_option

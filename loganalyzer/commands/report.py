@@ -28,7 +28,7 @@ from loganalyzer.render.escape import terminal_safe
     metavar="TEXT",
     help="A date to print in the footer (none by default, so the same input gives the same bytes).",
 )
-@split_runs_option("write a report for each, OUTPUT's name + -run1, -run2, ...")
+@split_runs_option("write a report for each, to OUTPUT's name + -runN")
 @run_option
 @analysis_options
 def report(
