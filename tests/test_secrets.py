@@ -192,11 +192,13 @@ def test_report_export_and_compare_show_the_commit_and_mask_the_key(tmp_path: Pa
 @pytest.mark.parametrize(
     "name", sorted(n for n, v in vars(secrets).items() if isinstance(v, re.Pattern))
 )
-def test_masking_a_megabyte_of_near_matches_takes_under_a_second(name: str) -> None:
+def test_masking_a_megabyte_of_near_matches_is_linear(name: str) -> None:
     """Every pattern at once, as a summary's strings are masked, on the worst 1 MB lines
-    built from each pattern (tests.test_regex_bounds): linear, whatever the line."""
+    built from each pattern (tests.test_regex_bounds): about 0.2 s on an idle machine (tens
+    of thousands of matches), so 2 s leaves room for a loaded one and still catches
+    backtracking, which takes minutes."""
     for kind, line in worst_lines(getattr(secrets, name).pattern).items():
         start = time.perf_counter()
         mask_text(line)
         took = time.perf_counter() - start
-        assert took < 1.0, f"{name} {kind}: {took:.2f} s"
+        assert took < 2.0, f"{name} {kind}: {took:.2f} s"

@@ -160,7 +160,12 @@ def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path) -> None:
 # succeed, which takes a few seconds on a loaded machine: they run after the others (named by
 # the diagnosing request whatever the load), not beside them.
 BROKEN_SERVERS: list[tuple[str, str | None, int, tuple[str, ...]]] = [
-    ("silent", None, 3, ("no answer from {base} within 3 s to the request for the login",)),
+    (
+        "silent",
+        None,
+        3,
+        ("the request for the login check", "{base} did not answer a plain request within 2 s"),
+    ),
     ("not-json", None, 3, ("{base} answers with something that is not JSON ('this is not",)),
     ("truncated-json", None, 3, ("""{base} answers with something that is not JSON ('{"data":""",)),
     ("html-502", None, 3, ("{base} answers HTTP 502 Bad Gateway: the server is failing",)),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -187,7 +188,9 @@ def _pull(
     wandb: Any, ref: RunRef, cached: Pulled | None, limit: float, answers: _Answers, source: str
 ) -> Pulled:
     """The run from W&B; `cached` (None to pull whatever happens) when it is unchanged."""
-    run = wandb.Api(timeout=max(1, round(limit))).run(ref.path())
+    # the client's own timeout a little longer than ours, so that the deadline here, not a
+    # race with the client, decides how a silent server is reported
+    run = wandb.Api(timeout=math.ceil(limit) + 1).run(ref.path())
     answers.answered("the run's history")
     state = str(run.state)
     updated = str(getattr(run, "heartbeatAt", None) or "") or None
