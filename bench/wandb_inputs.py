@@ -118,7 +118,7 @@ def pull(folder: Path, rows: int, attempts: int = 1) -> str:
     The client's first contact has a deadline (`remote.CONNECT_DEADLINE_S`) that a heavily
     loaded machine can miss: set-up may try again (`attempts`), a timed pull does not."""
     for attempt in range(attempts):
-        with replay_server(served_run(rows)) as server:
+        with replay_server(generate=served_run(rows)) as server:
             done = subprocess.run(
                 [*SUMMARY, "-q", "--refresh", REFERENCE, "--json"],
                 env=client_env(folder, server.base),

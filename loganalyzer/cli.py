@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -26,19 +26,21 @@ from loganalyzer.commands.options import (
     format_option,
     model_options,
     overrides_from_options,
+    quiet_option,
+    refresh_option,
+    run_option,
     slow_factor_option,
+    split_runs_option,
     warmup_option,
 )
 from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.report import report
-from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError, SeveralRunsError
+from loganalyzer.commands.runs import choose_runs
+from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
-from loganalyzer.render.numbers import percent, plural
+from loganalyzer.render.numbers import percent
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
-
-if TYPE_CHECKING:
-    from loganalyzer.load import Loaded
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
 # that use them, so `loganalyzer --help` starts without them.
@@ -115,24 +117,10 @@ main.add_command(fleet_command)
     type=click.FloatRange(min=0, max=1),
     help="Exit 4 when the steady-state MFU is below this fraction (or unknown).",
 )
-@click.option(
-    "--split-runs",
-    is_flag=True,
-    help="Sources that hold several runs: report each on its own (--json gives a list).",
-)
-@click.option(
-    "--run",
-    "run_number",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Sources that hold several runs: report the N-th one listed.",
-)
-@click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr.")
-@click.option(
-    "--refresh",
-    is_flag=True,
-    help="Pull W&B runs again instead of reading them from the local cache.",
-)
+@split_runs_option("report each on its own (--json gives a list)")
+@run_option
+@quiet_option
+@refresh_option
 @debug_option
 @model_options
 def summary(
@@ -154,9 +142,10 @@ def summary(
     SOURCES are log files (.gz read transparently) or run directories (searched
     recursively; files no parser recognises are listed as ignored), TensorBoard event files,
     W&B run folders, or W&B runs named wandb:ENTITY/PROJECT/RUN_ID, wandb:PROJECT/RUN_ID or
-    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; each call
-    times out after 4 s and the first contact after 4 s, a failure is one line and exit 1;
-    pulled runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
+    by URL (the only network use: WANDB_API_KEY or `wandb login`, WANDB_BASE_URL; a request
+    W&B leaves unanswered for 10 s (LOGANALYZER_WANDB_TIMEOUT), an error or a garbled answer
+    ends the command with one line naming the cause and exit 1, 2 s later at most; pulled
+    runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
     Model and hardware options override what the logs say and fill in what they lack.
 
     Sources that hold several runs (a different model shape, GPU count or parallelism, or an
@@ -191,7 +180,7 @@ def summary(
     finally:
         READ_PROGRESS.reset(token)
         REFRESH_REMOTE.reset(refreshing)
-    runs = _chosen_runs(runs, sources, split_runs, run_number)
+    runs = choose_runs(runs, sources, split_runs, run_number)
     options = overrides_from_options(**facts)
     documents = [
         build_summary(loaded, options, warmup=warmup, slow_factor=slow_factor) for loaded in runs
@@ -236,25 +225,6 @@ def summary(
     if fail_under_mfu is not None:
         for number, document in enumerate(documents, 1):
             gate_mfu(document, fail_under_mfu, f"run {number}: " if split_runs else "")
-
-
-def _chosen_runs(
-    runs: list[Loaded], sources: tuple[str, ...], split_runs: bool, run_number: int | None
-) -> list[Loaded]:
-    """All runs with --split-runs, the N-th with --run N; else the one run there must be."""
-    if split_runs and run_number is not None:
-        raise click.UsageError("give --split-runs or --run N, not both")
-    if run_number is not None:
-        if run_number > len(runs):
-            raise click.BadParameter(
-                f"{run_number}: the sources hold {plural(len(runs), 'run')}", param_hint="--run"
-            )
-        return [runs[run_number - 1]]
-    if len(runs) > 1 and not split_runs:
-        from loganalyzer.identity import describe_runs
-
-        raise SeveralRunsError(describe_runs([loaded.run for loaded in runs]), ", ".join(sources))
-    return runs
 
 
 def gate_mfu(document: dict[str, Any], fail_under: float, which: str = "") -> None:

@@ -22,13 +22,17 @@ class InputError(LogAnalyzerError):
 class SeveralRunsError(InputError):
     """The sources hold several runs where one was asked for; `runs` describes each."""
 
-    def __init__(self, runs: list[str], sources: str) -> None:
+    def __init__(
+        self,
+        runs: list[str],
+        sources: str,
+        hint: str = "Pick one with --run N, or report each with --split-runs.",
+    ) -> None:
         self.runs = runs
         listed = "".join(f"\n  run {n}: {line}" for n, line in enumerate(runs, 1))
         super().__init__(
             f"{sources} holds {len(runs)} different runs (model shape, GPUs or parallelism "
-            f"differ, or the iteration counter starts again from 1):{listed}\n"
-            "Pick one with --run N, or report each with --split-runs."
+            f"differ, or the iteration counter starts again from 1):{listed}\n{hint}"
         )
 
 

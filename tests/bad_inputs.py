@@ -454,7 +454,8 @@ CASES: list[Case] = [
         "secret_in_config.log",
         0,
         "wandb_api_key = *** differs from ***",
-        "nothing: key-like values never reach the JSON or a report",
+        "nothing: credentials (by name, context or token prefix) never reach the JSON, a "
+        "report or an export; commit ids stay readable",
         records=5,
     ),
 ]

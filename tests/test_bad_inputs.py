@@ -103,6 +103,11 @@ def assert_outcome(case: Case, command: str, done: subprocess.CompletedProcess[s
         assert len(errors) == 1, f"{where}: {done.stderr[-2000:]}"
     if command == "summary" and case.records is not None:
         assert json.loads(done.stdout)["iterations"]["logged"] == case.records, where
+    if command == "export" and case.records is not None:  # every record kept reaches the file
+        import polars as pl
+
+        written = Path(str(done.args[done.args.index("-o") + 1]))
+        assert pl.read_parquet(written).height == case.records, where
 
 
 Outcomes = dict[tuple[str, str], "Future[subprocess.CompletedProcess[str]]"]

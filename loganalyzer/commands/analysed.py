@@ -1,5 +1,6 @@
-"""What `report`, `compare` and `export` share with `summary`: the same options, and one
-run loaded and summarised the same way, so that every output shows the same figures."""
+"""What `report`, `compare` and `export` share with `summary`: the same options, and runs
+loaded, chosen (`--split-runs`, `--run N`) and summarised the same way, so that every output
+shows the same figures."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ from loganalyzer.commands.options import (
     format_option,
     model_options,
     overrides_from_options,
+    quiet_option,
+    refresh_option,
     slow_factor_option,
     warmup_option,
 )
 from loganalyzer.commands.progress import ReadProgress, show_progress
+from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
-from loganalyzer.sources import READ_PROGRESS
+from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 
 if TYPE_CHECKING:  # polars and the analysis load with the command, not with `--help`
     from loganalyzer.load import Loaded
@@ -37,17 +41,19 @@ class Settings:
     warmup: int | None
     slow_factor: float
     quiet: bool
+    refresh: bool
     facts: dict[str, Any]
 
 
 def analysis_options(command: F) -> F:
-    """`--format`, `--warmup`, `--slow-factor`, `-q` and the model options, as `summary`
-    has them; the command receives them as one `settings` argument."""
+    """`--format`, `--warmup`, `--slow-factor`, `-q`, `--refresh` and the model options, as
+    `summary` has them; the command receives them as one `settings` argument."""
     options = (
         format_option,
         warmup_option,
         slow_factor_option,
-        click.option("-q", "--quiet", is_flag=True, help="No progress or warnings on stderr."),
+        quiet_option,
+        refresh_option,
     )
 
     def wrapper(**kwargs: Any) -> Any:
@@ -56,6 +62,7 @@ def analysis_options(command: F) -> F:
             warmup=kwargs.pop("warmup"),
             slow_factor=kwargs.pop("slow_factor"),
             quiet=kwargs.pop("quiet"),
+            refresh=kwargs.pop("refresh"),
             facts={k: kwargs.pop(k) for k in (*SHAPE_OPTIONS, *RUN_OPTIONS) if k in kwargs},
         )
         return command(settings=settings, **kwargs)
@@ -68,36 +75,57 @@ def analysis_options(command: F) -> F:
     return wrapped  # type: ignore[no-any-return]
 
 
-def summarise(sources: Sequence[str], settings: Settings) -> tuple[Loaded, dict[str, Any]]:
-    """Load the sources as one run and build its summary document; progress, ignored files
-    and warnings on stderr unless quiet."""
-    from loganalyzer.load import load_run
-    from loganalyzer.summary import build_summary
+def load_sources(
+    sources: Sequence[str], forced_format: str | None, quiet: bool, refresh: bool
+) -> list[Loaded]:
+    """Every run the sources hold (`load_runs`), with broken plugins and progress on stderr
+    unless quiet; `refresh` pulls W&B runs again."""
+    from loganalyzer.load import load_runs
 
     registry = load_registry()
     for name, reason in registry.broken.items():
         click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    token = READ_PROGRESS.set(None if settings.quiet else ReadProgress())
+    token = READ_PROGRESS.set(None if quiet else ReadProgress())
+    refreshing = REFRESH_REMOTE.set(refresh)
     try:
-        loaded = load_run(
-            list(sources),
-            registry,
-            settings.forced_format,
-            progress=None if settings.quiet else show_progress,
+        return load_runs(
+            list(sources), registry, forced_format, progress=None if quiet else show_progress
         )
     finally:
         READ_PROGRESS.reset(token)
-    document = build_summary(
-        loaded,
-        overrides_from_options(**settings.facts),
-        warmup=settings.warmup,
-        slow_factor=settings.slow_factor,
-    )
+        REFRESH_REMOTE.reset(refreshing)
+
+
+def summarise(
+    sources: Sequence[str],
+    settings: Settings,
+    split_runs: bool = False,
+    run_number: int | None = None,
+    hint: str | None = None,
+) -> list[tuple[Loaded, dict[str, Any]]]:
+    """The runs chosen among those the sources hold (`choose_runs`: several are refused with
+    `hint`, unless `split_runs` or `run_number` chooses), each with its summary document;
+    ignored files and warnings on stderr unless quiet."""
+    from loganalyzer.summary import build_summary
+
+    runs = load_sources(sources, settings.forced_format, settings.quiet, settings.refresh)
+    runs = choose_runs(runs, sources, split_runs, run_number, hint)
+    options = overrides_from_options(**settings.facts)
+    summarised = [
+        (
+            loaded,
+            build_summary(
+                loaded, options, warmup=settings.warmup, slow_factor=settings.slow_factor
+            ),
+        )
+        for loaded in runs
+    ]
     if not settings.quiet:
-        for skipped in loaded.ignored:
+        for skipped in runs[0].ignored:
             click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
-        for part in loaded.read_along:
+        for part in runs[0].read_along:
             click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
-        for warning in document["warnings"]:
-            click.echo(terminal_safe(f"warning: {warning}"), err=True)
-    return loaded, document
+        for _, document in summarised:
+            for warning in document["warnings"]:
+                click.echo(terminal_safe(f"warning: {warning}"), err=True)
+    return summarised

@@ -10,6 +10,9 @@ import click
 from loganalyzer.commands.analysed import Settings, analysis_options, summarise
 from loganalyzer.errors import InputError, UsageProblem
 
+# What to do with a SOURCE that holds several runs.
+ONE_RUN_EACH = "compare takes one run per SOURCE: name each run's files as a SOURCE of its own."
+
 
 @click.command()
 @click.argument("sources", nargs=-1, required=True)
@@ -46,14 +49,16 @@ def compare(
 ) -> None:
     """Compare runs: headline figures side by side with differences and ratios against the
     first run, the config values that differ, which run is faster and which lost the most
-    time. Each SOURCE is one run (a log file or a run directory); the model and hardware
-    options apply to every run.
+    time. Each SOURCE is one run (a log file, a run directory or a W&B run); one that holds
+    several runs is refused with the runs listed (exit 1). The model and hardware options
+    apply to every run.
 
     \b
     Examples:
       loganalyzer compare before/ after/ --gpu h100-sxm
       loganalyzer compare a.log b.log --label baseline --label fused-adam -o compare.html
       loganalyzer compare a.log b.log --json
+      loganalyzer compare wandb:team/llm/run1 wandb:team/llm/run2 --refresh
     """
     from loganalyzer.render.compare import (
         RunInput,
@@ -69,7 +74,7 @@ def compare(
     names = label or tuple(Path(s).name or s for s in sources)
     runs = []
     for name, source in zip(names, sources, strict=True):
-        loaded, document = summarise([source], settings)
+        [(loaded, document)] = summarise([source], settings, hint=ONE_RUN_EACH)
         runs.append(RunInput(name, document, loaded.run))
     view = build_compare(runs, x_axis=x_axis, generated_at=generated_at)  # type: ignore[arg-type]
     if as_json:

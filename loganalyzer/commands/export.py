@@ -8,9 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loganalyzer.commands.options import format_option
+from loganalyzer.commands.options import (
+    format_option,
+    quiet_option,
+    refresh_option,
+    run_option,
+    split_runs_option,
+)
+from loganalyzer.commands.runs import choose_runs, run_output
 from loganalyzer.errors import InputError, UsageProblem
-from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
@@ -37,25 +43,34 @@ FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "
     help="Write the long metrics table (iteration, name, value, source, rank, line) instead "
     "of the per-iteration table.",
 )
+@split_runs_option("export each, to OUTPUT's name + -runN (steps-run2.csv)")
+@run_option
 @format_option
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@quiet_option
+@refresh_option
 def export(
     sources: tuple[str, ...],
     output: Path,
     to: str | None,
     metrics: bool,
+    split_runs: bool,
+    run_number: int | None,
     forced_format: str | None,
     quiet: bool,
+    refresh: bool,
 ) -> None:
     """Write a run's per-iteration table (or, with --metrics, its long metrics table) to
     Parquet, CSV or JSON lines, with the data model's columns in order; the config, each
-    value with its provenance, goes beside it as OUTPUT's name + .config.json.
+    value with its provenance, goes beside it as OUTPUT's name + .config.json. Sources that
+    hold several runs are refused with the runs listed (exit 1): pick one with --run N, or
+    export each with --split-runs.
 
     \b
     Examples:
       loganalyzer export logs/ -o run.parquet
       loganalyzer export slurm-1234.out -o steps.csv
       loganalyzer export logs/ --metrics -o metrics.jsonl
+      loganalyzer export benchmarks/ --split-runs -o steps.csv   # steps-run1.csv, ...
     """
     kind = to or FORMATS.get(output.suffix.lower())
     if kind is None:
@@ -63,10 +78,32 @@ def export(
             f"{output}: cannot tell the format from the extension; name it .parquet, .csv or "
             ".jsonl, or pass --to"
         )
-    from loganalyzer.load import load_run
+    from loganalyzer.commands.analysed import load_sources
+    from loganalyzer.identity import describe_runs
 
-    progress = None if quiet else (lambda message: click.echo(message, err=True))
-    run = load_run(list(sources), load_registry(), forced_format, progress=progress).run
+    runs = choose_runs(
+        load_sources(sources, forced_format, quiet, refresh),
+        sources,
+        split_runs,
+        run_number,
+        hint="Pick one with --run N, or export each with --split-runs.",
+    )
+    described = describe_runs([loaded.run for loaded in runs])
+    for number, loaded in enumerate(runs, 1):
+        path = run_output(output, number, len(runs))
+        rows, config_path = _write(loaded.run, path, kind, metrics)
+        if not quiet:
+            for warning in dict.fromkeys(loaded.run.warnings):  # what reading it skipped
+                click.echo(terminal_safe(f"warning: {warning}"), err=True)
+            which = f": run {number} of {len(runs)}, {described[number - 1]}" if split_runs else ""
+            click.echo(
+                terminal_safe(f"wrote {path} ({rows} rows) and {config_path}{which}"), err=True
+            )
+
+
+def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]:
+    """The run's table (or metrics table) as `kind`, its config beside it; the rows written
+    and the config's path."""
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
     try:
@@ -79,14 +116,15 @@ def export(
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
-    if not quiet:
-        for warning in dict.fromkeys(run.warnings):  # what was skipped or assumed reading it
-            click.echo(terminal_safe(f"warning: {warning}"), err=True)
-        click.echo(f"wrote {output} ({frame.height} rows) and {config_path}", err=True)
+    return frame.height, config_path
 
 
 def config_document(run: Run) -> dict[str, object]:
-    """The config as JSON: every value with the kind, file and line it came from."""
+    """The config as JSON: every value with the kind, file and line it came from; credentials
+    masked (`loganalyzer.secrets`)."""
+    from loganalyzer.secrets import mask_value, planted_secrets
+
+    planted = planted_secrets({name: value.value for name, value in run.config.items()})
     return {
         "framework": run.framework,
         "sources": [
@@ -94,7 +132,7 @@ def config_document(run: Run) -> dict[str, object]:
         ],
         "config": {
             name: {
-                "value": value.value,
+                "value": mask_value(name, value.value, planted),
                 "provenance": {
                     "kind": value.provenance.kind,
                     "source": value.provenance.source,

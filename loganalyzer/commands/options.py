@@ -220,3 +220,30 @@ slow_factor_option = click.option(
     show_default=True,
     help="A step this many times its local baseline is slow.",
 )
+
+
+# Which of several runs the sources hold a command reports (`loganalyzer.identity`), and
+# whether W&B runs are pulled again: the same options, with the same meaning, for summary,
+# report, export (and --refresh for compare).
+def split_runs_option(what: str) -> Callable[[F], F]:
+    """`--split-runs`; `what` says what the command makes of each run."""
+    return click.option(
+        "--split-runs", is_flag=True, help=f"Sources that hold several runs: {what}."
+    )
+
+
+run_option = click.option(
+    "--run",
+    "run_number",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Sources that hold several runs: use the N-th one listed.",
+)
+refresh_option = click.option(
+    "--refresh",
+    is_flag=True,
+    help="Pull W&B runs again instead of reading them from the local cache.",
+)
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="No progress or warnings on stderr."
+)

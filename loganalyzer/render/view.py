@@ -33,6 +33,7 @@ from loganalyzer.render.viewmodel import (
     Span,
     VerdictRow,
 )
+from loganalyzer.secrets import mask_text, mask_value, planted_secrets
 
 # Slow steps listed in the table; the rest are counted ("N more").
 SLOW_ROWS = 50
@@ -431,6 +432,7 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
     )[:SLOW_ROWS]
     where = _locations(run, [s.get("iteration") for s in steps])
     lines = read_lines(where.values())
+    planted = planted_secrets({n: v.value for n, v in run.config.items()} if run else None)
     rows = []
     for step in steps:
         iteration = step.get("iteration")
@@ -452,7 +454,7 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
                 lost=number(_float(step.get("lost_s")), ".3g", " s"),
                 phase=f"{phase} (+{number(delta, '.4g', ' ms')})" if phase else "",
                 location=f"{located[0]}:{located[1]}" if located else "",
-                line=lines.get(located, "") if located else "",
+                line=mask_text(lines.get(located, ""), planted) if located else "",
             )
         )
     return tuple(rows)
@@ -552,7 +554,8 @@ def _config(run: Run | None) -> tuple[ConfigRow, ...]:
     """Every config value the logs gave, with its provenance, sorted by name."""
     if run is None:
         return ()
+    planted = planted_secrets({name: value.value for name, value in run.config.items()})
     return tuple(
-        ConfigRow(name, number(value.value), str(value.provenance))
+        ConfigRow(name, number(mask_value(name, value.value, planted)), str(value.provenance))
         for name, value in sorted(run.config.items())
     )
