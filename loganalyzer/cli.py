@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.commands.analysed import show_listing
 from loganalyzer.commands.compare import compare
 from loganalyzer.commands.export import export
 from loganalyzer.commands.fleet import fleet_command
@@ -186,10 +187,7 @@ def summary(
         build_summary(loaded, options, warmup=warmup, slow_factor=slow_factor) for loaded in runs
     ]
     if not quiet:
-        for skipped in runs[0].ignored:
-            click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
-        for part in runs[0].read_along:
-            click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
+        show_listing(runs[0])
         if as_json:  # the terminal summary shows its warnings itself
             for document in documents:
                 for warning in document["warnings"]:

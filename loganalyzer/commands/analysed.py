@@ -121,11 +121,16 @@ def summarise(
         for loaded in runs
     ]
     if not settings.quiet:
-        for skipped in runs[0].ignored:
-            click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
-        for part in runs[0].read_along:
-            click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
+        show_listing(runs[0])
         for _, document in summarised:
             for warning in document["warnings"]:
                 click.echo(terminal_safe(f"warning: {warning}"), err=True)
     return summarised
+
+
+def show_listing(loaded: Loaded) -> None:
+    """On stderr: the files passed over and why, and those read as part of another source."""
+    for skipped in loaded.ignored:
+        click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+    for part in loaded.read_along:
+        click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
