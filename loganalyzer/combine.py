@@ -4,11 +4,13 @@ combined record by record, not laid end to end as restarts are (`merge.py`).
 
 Two Runs are views of one run when one's logged iterations are all among the other's (at
 least two in common), their losses agree at every common iteration (to 0.1 %: stdout rounds
-them), and they are of different kinds (another format, or their step times from another
-source): two logs of one kind are copies (kept once by `merge.py`), a restart that redid
-iterations, or two benchmarks of one model from one seed, which print the same losses. A
-resume logs new iterations past the old ones, so it never passes. A progress bar's records (no
-losses) are a view of the same framework's logged run when they end no later than it does.
+them) or, without losses in common, their timestamps do (to a second: DeepSpeed's stdout
+beside its monitor's event files), and they are of different kinds (another format, or their
+step times from another source): two logs of one kind are copies (kept once by `merge.py`),
+a restart that redid iterations, or two benchmarks of one model from one seed, which print
+the same losses. A resume logs new iterations past the old ones, so it never passes. A
+progress bar's records (no losses) are a view of the same framework's logged run when they
+end no later than it does.
 
 Precedence, per record: the view whose step times come from the better source wins
 (STEP_TIME_PRECEDENCE, best first); the others fill the columns it lacks and add the
@@ -20,6 +22,7 @@ winner's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import polars as pl
 
@@ -37,6 +40,10 @@ STEP_TIME_PRECEDENCE = (
 )
 
 LOSS_TOLERANCE = 1e-3
+# Views without losses in common (DeepSpeed's stdout prints none, its monitor's event files
+# do) are one run when they logged the same iterations at the same moments: two runs, or a
+# run and its restart, never log an iteration within a second of each other's.
+CLOCK_TOLERANCE = timedelta(seconds=1)
 
 
 def combine_views(runs: Sequence[Run]) -> list[Run]:
@@ -59,18 +66,27 @@ def _same_run(a: Run, b: Run) -> bool:
         return True
     if _formats(a) == _formats(b) and a.get("step_time_source") == b.get("step_time_source"):
         return False  # two logs of one kind: copies, restarts or other runs (merge, identity)
-    left = a.table.select("iteration", "loss").drop_nulls().unique("iteration")
-    right = b.table.select("iteration", "loss").drop_nulls().unique("iteration")
+    relative = (pl.col("loss") - pl.col("loss_other")).abs() / pl.col("loss_other").abs().clip(
+        lower_bound=1e-12
+    )
+    if _agree_where_common(a, b, "loss", relative <= LOSS_TOLERANCE):
+        return True
+    apart = (pl.col("timestamp") - pl.col("timestamp_other")).abs()
+    return _agree_where_common(a, b, "timestamp", apart <= CLOCK_TOLERANCE)
+
+
+def _agree_where_common(a: Run, b: Run, column: str, agree: pl.Expr) -> bool:
+    """Every iteration of the view with fewer values of `column` is one the other logged too
+    (at least two), and `agree` holds at each of them."""
+    left = a.table.select("iteration", column).drop_nulls().unique("iteration")
+    right = b.table.select("iteration", column).drop_nulls().unique("iteration")
     if left.height == 0 or right.height == 0:
         return False
     small, large = (left, right) if left.height <= right.height else (right, left)
     common = small.join(large, on="iteration", suffix="_other")
     if common.height < 2 or common.height != small.height:
         return False
-    relative = (pl.col("loss") - pl.col("loss_other")).abs() / pl.col("loss_other").abs().clip(
-        lower_bound=1e-12
-    )
-    return bool(common.select((relative <= LOSS_TOLERANCE).all()).item())
+    return bool(common.select(agree.all()).item())
 
 
 def _formats(run: Run) -> frozenset[str]:

@@ -128,3 +128,21 @@ def test_summary_of_the_monitor_folder_reads_every_step(shared_logs: Path) -> No
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["iterations"] == {"logged": 20, "first": 1, "last": 20, "segments": 1}
+
+
+def test_the_run_folder_reads_the_event_file_as_a_view_of_the_run_that_wrote_it(
+    shared_logs: Path,
+) -> None:
+    """DeepSpeed's stdout prints no loss, so the two are matched by their clocks: the events
+    of steps 5, 10, 15 and 20 fall within 2 ms of that run's ThroughputTimer lines. The
+    earlier run of `combined.log` stays a run of its own."""
+    result = CliRunner().invoke(
+        main, ["summary", "-q", str(shared_logs / "generated" / "ds_run"), "--split-runs", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    documents = json.loads(result.stdout)
+    sources = [sorted(Path(s["path"]).name for s in doc["sources"]) for doc in documents]
+    assert sorted(sources) == [
+        ["combined.log"],
+        sorted(["combined_info.log", "events.out.tfevents.1795306742.vm.16409.0"]),
+    ]
