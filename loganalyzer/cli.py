@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
-from loganalyzer.commands.analysed import show_listing
+from loganalyzer.commands.analysed import load_sources, show_listing
 from loganalyzer.commands.compare import compare
 from loganalyzer.commands.export import export
 from loganalyzer.commands.fleet import fleet_command
@@ -34,14 +34,12 @@ from loganalyzer.commands.options import (
     split_runs_option,
     warmup_option,
 )
-from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.report import report
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent
-from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
 # that use them, so `loganalyzer --help` starts without them.
@@ -165,22 +163,10 @@ def summary(
       loganalyzer summary wandb:my-team/llm/3x7k2p9q --refresh
     """
     from loganalyzer.identity import describe_runs
-    from loganalyzer.load import load_runs
     from loganalyzer.render.text import render_summary
     from loganalyzer.summary import build_summary
 
-    registry = load_registry()
-    for name, reason in registry.broken.items():
-        click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
-    token = READ_PROGRESS.set(None if quiet else ReadProgress())
-    refreshing = REFRESH_REMOTE.set(refresh)
-    try:
-        runs = load_runs(
-            list(sources), registry, forced_format, progress=None if quiet else show_progress
-        )
-    finally:
-        READ_PROGRESS.reset(token)
-        REFRESH_REMOTE.reset(refreshing)
+    runs = load_sources(sources, forced_format, quiet, refresh)
     runs = choose_runs(runs, sources, split_runs, run_number)
     options = overrides_from_options(**facts)
     documents = [
