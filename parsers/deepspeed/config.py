@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.model import ConfigValue, Provenance
+from loganalyzer.parsers.run_config import typed
 from loganalyzer.sources import note_read_along
 
 # Engine printout names → the run config's (Megatron-style) names.
@@ -26,17 +27,6 @@ ENGINE_NAMES = {
 }
 
 
-def _typed(raw: str) -> object:
-    if raw in ("True", "False"):
-        return raw == "True"
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
-
-
 def _enabled(raw: str) -> bool | None:
     """`enabled=True ...` (DeepSpeed >= 0.15 prints configs as pydantic reprs) or `True`."""
     found = re.match(r"(?:enabled=)?(True|False)\b", raw)
@@ -50,7 +40,7 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
     for line, key, raw in rows.select("line", "key", "value").iter_rows():
         where = Provenance("log", source, line)
         if key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
-            config[ENGINE_NAMES[key]] = ConfigValue(_typed(raw), where)
+            config[ENGINE_NAMES[key]] = ConfigValue(typed(raw), where)
         elif key in ("fp16_enabled", "float16_config", "bfloat16_enabled", "bfloat16_config"):
             enabled = _enabled(raw)
             name = "fp16" if key.startswith(("fp16", "float16")) else "bf16"
