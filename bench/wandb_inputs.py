@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import ROOT
-from tests.wandb_replay import API, replay_server
+from tests.wandb_replay import API, client_env, replay_server
 
 ENTITY, PROJECT, RUN_ID = "bench-team", "bench", "b1gh1st0"
 REFERENCE = f"wandb:{ENTITY}/{PROJECT}/{RUN_ID}"
 SUMMARY = (sys.executable, "-m", "loganalyzer", "summary")
-FAKE_KEY = "0123456789abcdef" * 2 + "01234567"
 # Megatron-LM's wandb.log keys (training.py), the same in both runs.
 WRITER = """
 import sys, wandb
@@ -96,23 +95,6 @@ def served_run(rows: int) -> Any:
     return answer
 
 
-def client_env(folder: Path, base_url: str) -> dict[str, str]:
-    """The environment of a pull: the cache and wandb's own files under `folder`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(
-        HOME=str(folder / "home"),
-        XDG_CACHE_HOME=str(folder / "cache"),
-        WANDB_CONFIG_DIR=str(folder / "wandb-config"),
-        WANDB_CACHE_DIR=str(folder / "wandb-cache"),
-        WANDB_DATA_DIR=str(folder / "wandb-data"),
-        WANDB_BASE_URL=base_url,
-        WANDB_SILENT="true",
-        WANDB_API_KEY=FAKE_KEY,
-        PYTHONPATH=str(ROOT),
-    )
-    return env
-
-
 def pull(folder: Path, rows: int, attempts: int = 1) -> str:
     """`summary --json --refresh` of the served run, through the real client; its stdout.
     The client's first contact has a deadline (`remote.CONNECT_DEADLINE_S`) that a heavily
@@ -121,7 +103,7 @@ def pull(folder: Path, rows: int, attempts: int = 1) -> str:
         with replay_server(generate=served_run(rows)) as server:
             done = subprocess.run(
                 [*SUMMARY, "-q", "--refresh", REFERENCE, "--json"],
-                env=client_env(folder, server.base),
+                env=client_env(folder, server.base) | {"PYTHONPATH": str(ROOT)},
                 cwd=ROOT,
                 capture_output=True,
                 text=True,

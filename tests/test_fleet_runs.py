@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from loganalyzer.cli import main
 from loganalyzer.fleet.layout import RUNS_DIR, run_key
 from tests.fleet_tree import write_tree
-from tests.test_wandb_remote import FAKE_KEY, RUN
-from tests.wandb_replay import replay_server
+from tests.test_wandb_remote import RUN
+from tests.wandb_replay import FAKE_KEY, replay_server
 
 GPU = ["--gpu", "h100-sxm"]
 

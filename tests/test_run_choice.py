@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from loganalyzer.cli import main
 from tests.conftest import FIXTURES
-from tests.test_wandb_remote import RUN, _env
-from tests.wandb_replay import replay_server
+from tests.test_wandb_remote import RUN
+from tests.wandb_replay import client_env, replay_server
 
 RESTARTS = FIXTURES / "megatron" / "restart_dir"
 HIDDEN = "  hidden_size ..................................... 256"
@@ -181,7 +181,7 @@ def test_refresh_pulls_again_for_export_and_report(tmp_path: Path) -> None:
     """Through real processes: export pulls the run and caches it, report reads the cache,
     report --refresh pulls again."""
     with replay_server() as server:
-        env = _env(tmp_path, server.base)
+        env = client_env(tmp_path, server.base)
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(

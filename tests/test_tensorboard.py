@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -138,15 +139,8 @@ def test_a_file_cut_mid_record_keeps_everything_before(big_file: Path, tmp_path:
     assert str(short) in warning
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    records=st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=30),
-    victim=st.integers(min_value=0),
-    offset=st.integers(min_value=0),
-)
-def test_damage_to_one_record_never_costs_another(
-    records: list[bytes], victim: int, offset: int
-) -> None:
+def _framed_by_tensorboard(records: Iterable[bytes]) -> bytearray:
+    """The records framed by tensorboard's own RecordWriter (length, CRCs), in memory."""
     from tensorboard.summary.writer.record_writer import RecordWriter
 
     class Sink:
@@ -163,12 +157,25 @@ def test_damage_to_one_record_never_costs_another(
     writer = RecordWriter(sink)
     for record in records:
         writer.write(record)
-    framed = frame(np.frombuffer(bytes(sink.data), dtype=np.uint8))
+    return sink.data
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    records=st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=30),
+    victim=st.integers(min_value=0),
+    offset=st.integers(min_value=0),
+)
+def test_damage_to_one_record_never_costs_another(
+    records: list[bytes], victim: int, offset: int
+) -> None:
+    written = _framed_by_tensorboard(records)
+    framed = frame(np.frombuffer(bytes(written), dtype=np.uint8))
     assert [framed.record(i) for i in range(len(framed.starts))] == records
     victim %= len(records)
     first = sum(16 + len(r) for r in records[:victim])
     at = first + offset % (16 + len(records[victim]))
-    damaged = bytearray(sink.data)
+    damaged = bytearray(written)
     damaged[at] ^= 0x5A
     again = frame(np.frombuffer(bytes(damaged), dtype=np.uint8))
     kept = [again.record(i) for i in range(len(again.starts))]
@@ -247,25 +254,11 @@ def test_predicted_record_positions_are_the_walked_ones(
     anywhere, a huge stored length included, gives what walking one by one gives."""
     import struct
 
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
     from loganalyzer.parsers.tensorboard import tfrecord
 
-    class Sink:
-        def __init__(self) -> None:
-            self.data = bytearray()
-
-        def write(self, chunk: bytes) -> None:
-            self.data += chunk
-
-        def flush(self) -> None:
-            pass
-
-    sink = Sink()
-    writer = RecordWriter(sink)
-    for index in range(count):
-        writer.write(bytes([index % 251]) * pattern[index % len(pattern)])
-    data = bytearray(sink.data)
+    data = _framed_by_tensorboard(
+        bytes([index % 251]) * pattern[index % len(pattern)] for index in range(count)
+    )
     at %= len(data)
     if damage == "flip":
         data[at] ^= 0x41

@@ -19,26 +19,9 @@ from loganalyzer.load import load_run
 from loganalyzer.parsers.wandb.diagnose import PROBE_TIMEOUT_S
 from loganalyzer.parsers.wandb.remote import TIMEOUT_S, TIMEOUT_VARIABLE, parse_ref
 from loganalyzer.registry import load_registry
-from tests.wandb_replay import Replay, replay_server
+from tests.wandb_replay import FAKE_KEY, Replay, client_env, replay_server
 
-FAKE_KEY = "0123456789abcdef" * 2 + "01234567"
 RUN = "wandb:tiny-team/tiny/3x7k2p9q"
-
-
-def _env(tmp_path: Path, base: str, key: str | None = FAKE_KEY) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(
-        HOME=str(tmp_path / "home"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-        WANDB_CONFIG_DIR=str(tmp_path / "wandb-config"),
-        WANDB_CACHE_DIR=str(tmp_path / "wandb-cache"),
-        WANDB_DATA_DIR=str(tmp_path / "wandb-data"),
-        WANDB_BASE_URL=base,
-        WANDB_SILENT="true",
-    )
-    if key is not None:
-        env["WANDB_API_KEY"] = key
-    return env
 
 
 def _summary(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -69,7 +52,7 @@ def test_run_references(source: str, expected: tuple[str | None, str, str] | Non
 
 def test_a_run_is_pulled_whole_then_served_from_the_cache(tmp_path: Path) -> None:
     with replay_server() as server:
-        env = _env(tmp_path, server.base)
+        env = client_env(tmp_path, server.base)
         first, _ = _summary(env, "--json", RUN)
         assert first.returncode == 0, first.stderr
         assert "HistoryPage" in server.requests
@@ -120,7 +103,7 @@ def _startup_s() -> float:
 
 def test_an_unknown_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
     with replay_server() as server:
-        done, _ = _summary(_env(tmp_path, server.base), "-q", "wandb:tiny-team/tiny/nope")
+        done, _ = _summary(client_env(tmp_path, server.base), "-q", "wandb:tiny-team/tiny/nope")
         ended = time.monotonic()
     assert done.returncode == 1
     assert server.first_contact is not None
@@ -133,7 +116,7 @@ def test_an_unknown_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
 def test_a_missing_key_is_one_line_and_exit_1(tmp_path: Path) -> None:
     startup = _startup_s()
     with replay_server() as server:
-        done, elapsed = _summary(_env(tmp_path, server.base, key=None), "-q", RUN)
+        done, elapsed = _summary(client_env(tmp_path, server.base, key=None), "-q", RUN)
     assert done.returncode == 1
     assert elapsed < startup + TIMEOUT_S + PROBE_TIMEOUT_S + EXIT_MARGIN_S
     assert done.stderr.count("\n") == 1
@@ -144,7 +127,7 @@ def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = _env(tmp_path, f"http://127.0.0.1:{port}") | {TIMEOUT_VARIABLE: "3"}
+    env = client_env(tmp_path, f"http://127.0.0.1:{port}") | {TIMEOUT_VARIABLE: "3"}
     startup = _startup_s()
     done, elapsed = _summary(env, "-q", RUN)
     assert done.returncode == 1
@@ -230,7 +213,7 @@ def broken_servers(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Ended]
         cases = {}
         for index, (fault, operation, timeout, _) in enumerate(BROKEN_SERVERS):
             server = stack.enter_context(replay_server(fault, operation))
-            env = _env(tmp_path_factory.mktemp(fault), server.base)
+            env = client_env(tmp_path_factory.mktemp(fault), server.base)
             cases[index] = (server, env | {TIMEOUT_VARIABLE: str(timeout)})
         together = {i: case for i, case in cases.items() if BROKEN_SERVERS[i][2] == 3}
         ended.update(_run_against(together))

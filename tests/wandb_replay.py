@@ -7,6 +7,7 @@ limit that never lifts)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 from tests.conftest import FIXTURES
 
 API = FIXTURES / "wandb_api"
+# A key of the shape W&B issues (40 hex characters); the replay server takes any.
+FAKE_KEY = "0123456789abcdef" * 2 + "01234567"
 _OPERATION = re.compile(r"query\s+(\w+)")
 
 # What a broken server sends: (HTTP status, content type, body); None holds the connection
@@ -61,6 +64,24 @@ def _responses(entity: str, project: str, run: str, base: str) -> dict[str, obje
         return None
     loaded: dict[str, object] = json.loads(path.read_text().replace("{BASE}", base))
     return loaded
+
+
+def client_env(folder: Path, base: str, key: str | None = FAKE_KEY) -> dict[str, str]:
+    """The environment of a process whose W&B client talks to `base`: wandb's own files and
+    loganalyzer's cache under `folder`, none of the caller's WANDB_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(
+        HOME=str(folder / "home"),
+        XDG_CACHE_HOME=str(folder / "cache"),
+        WANDB_CONFIG_DIR=str(folder / "wandb-config"),
+        WANDB_CACHE_DIR=str(folder / "wandb-cache"),
+        WANDB_DATA_DIR=str(folder / "wandb-data"),
+        WANDB_BASE_URL=base,
+        WANDB_SILENT="true",
+    )
+    if key is not None:
+        env["WANDB_API_KEY"] = key
+    return env
 
 
 # Answers a GraphQL operation from its variables, or None to answer from the fixtures: the
@@ -168,4 +189,4 @@ def replay_server(
         server.server_close()
 
 
-__all__ = ["Path", "Replay", "replay_server"]
+__all__ = ["FAKE_KEY", "Path", "Replay", "client_env", "replay_server"]
