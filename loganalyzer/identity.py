@@ -177,9 +177,11 @@ def _shares_records(part: Run, run: _RunParts) -> bool:
 def _resumes_or_copies(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
     """For a part whose start cannot be told: it carries the counter past the run's end, or
     it was printed while the run ran and repeats its records (another node's copies)."""
-    if not _resumes(part, run, facts):
+    if not compatible(run.facts, facts):
         return False
-    return _past(part, run) or (_overlaps(part, run) and _shares_records(part, run))
+    if _overlaps(part, run):
+        return _shares_records(part, run)
+    return _past(part, run)
 
 
 def _past(part: Run, run: _RunParts) -> bool:
