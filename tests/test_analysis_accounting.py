@@ -59,7 +59,19 @@ def test_empty_table_has_nothing_to_account() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "text"), [(45.2, "45 s"), (600, "10.0 min"), (7200, "2.0 h"), (36000, "10.0 h")]
+    ("seconds", "text"),
+    [
+        (0, "0 s"),
+        (0.004, "< 0.01 s"),
+        (0.0822, "0.08 s"),
+        (0.5, "0.50 s"),
+        (0.999, "1 s"),
+        (1.4, "1 s"),
+        (45.2, "45 s"),
+        (600, "10.0 min"),
+        (7200, "2.0 h"),
+        (36000, "10.0 h"),
+    ],
 )
 def test_duration_picks_a_readable_unit(seconds: float, text: str) -> None:
     assert duration(seconds) == text

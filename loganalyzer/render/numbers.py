@@ -52,7 +52,10 @@ def iterations(first: int, last: int) -> str:
 
 
 def duration(seconds: float) -> str:
-    """A duration in the unit a reader takes in at a glance: "898 s", "14.9 min", "3.2 h"."""
+    """A duration in the unit a reader takes in at a glance: "898 s", "14.9 min", "3.2 h";
+    under a second, to the hundredth ("0.11 s", "< 0.01 s"), not a "0 s" that reads as none."""
+    if 0 < seconds < 0.995:  # from 0.995 on, "1 s" as whole seconds print it
+        return f"{seconds:.2f} s" if seconds >= 0.005 else "< 0.01 s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
