@@ -32,6 +32,8 @@ SPENT: Counter[str] = Counter()
 STEPS: dict[ModuleType, tuple[str, ...]] = {
     scan: (
         "candidate_lines",
+        "take_reports",
+        "unlabelled",
         "split_glued",
         "having",
         "startup_facts",

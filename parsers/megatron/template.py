@@ -63,7 +63,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         if remaining.height == 0:
             break
         template = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
-        fields = _template_fields(template)
+        fields = template_fields(template)
         separators = template.count("|")
         parts = remaining.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest(
             "part"
@@ -72,7 +72,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         matched = parts.filter(fits)
         remaining = remaining.filter(~fits)
         keys.update(f.printed.lower() for f in fields)
-        wide, extra = _read_template(matched, fields)
+        wide, extra = read_template(matched, fields)
         wides.append(wide)
         if extra is not None:
             extras.append(extra)
@@ -99,7 +99,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         }
     )
     return Fields(
-        wide=_counts_as_integers(pl.concat(wides, how="vertical_relaxed"))
+        wide=counts_as_integers(pl.concat(wides, how="vertical_relaxed"))
         if wides
         else pl.DataFrame(schema=_wide_schema()),
         extras=(
@@ -111,7 +111,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
     )
 
 
-def _counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
+def counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
     """A count printed as nan, inf or past Int64 is no count: null, not a failed cast."""
     counts = [c for c in COLUMNS if c in wide.columns and ITERATION_SCHEMA[c] == pl.Int64]
     return wide.with_columns(pl.col(counts).cast(pl.Int64, strict=False))
@@ -121,7 +121,7 @@ def _wide_schema() -> dict[str, pl.DataType]:
     return {"line": pl.Int64(), "piece": pl.Int32(), **{c: pl.Float64() for c in COLUMNS}}
 
 
-def _template_fields(template: str) -> list[_Field]:
+def template_fields(template: str) -> list[_Field]:
     """The `key:` fields of a template (fields without a colon hold nothing)."""
     fields = []
     for position, text in enumerate(template.split("|")):
@@ -146,7 +146,7 @@ def _fits(template: str, separators: int) -> pl.Expr:
     return pl.all_horizontal(tests)
 
 
-def _read_template(
+def read_template(
     parts: pl.DataFrame, fields: list[_Field]
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The wide columns and the extra fields of the lines (split on `|` into `field_<i>`)
