@@ -24,7 +24,7 @@ os.environ["POLARS_MAX_THREADS"] = "1"  # before polars is imported
 
 import polars as pl
 
-from loganalyzer.parsers.megatron import parser, scan
+from loganalyzer.parsers.megatron import parser, scan, templated
 
 SPENT: Counter[str] = Counter()
 
@@ -43,6 +43,13 @@ STEPS: dict[ModuleType, tuple[str, ...]] = {
         "memory_lines",
         "checkpoint_saves",
         "validation_lines",
+    ),
+    templated: (
+        "_iteration_lines",
+        "key_value_rows",
+        "read_template",
+        "_records",
+        "timestamps",
     ),
     parser: (
         "scan_chunk",

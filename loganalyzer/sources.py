@@ -22,7 +22,7 @@ from loganalyzer.gzipread import DamagedGzipReader
 GZIP_MAGIC = b"\x1f\x8b"
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 HEAD_BYTES = 4 * 1024 * 1024
-CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 # Told (file, bytes read so far, total bytes or None for .gz) after every chunk read; the
