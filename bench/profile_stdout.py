@@ -47,7 +47,8 @@ STEPS: dict[ModuleType, tuple[str, ...]] = {
     templated: (
         "_iteration_lines",
         "key_value_rows",
-        "read_template",
+        "plain_values",
+        "arranged",
         "_records",
         "timestamps",
     ),

@@ -146,24 +146,35 @@ def _fits(template: str, separators: int) -> pl.Expr:
     return pl.all_horizontal(tests)
 
 
+def plain_values(parts: pl.DataFrame, fields: list[_Field]) -> pl.DataFrame:
+    """(line, piece) and each field's value as a plain cast reads it, in columns "0", "1",
+    ...: null where the value is no plain number."""
+    return parts.select(
+        "line",
+        "piece",
+        *[
+            pl.col(f"field_{f.position}")
+            .str.slice(f.start)
+            .str.strip_chars()
+            .cast(pl.Float64, strict=False)
+            .alias(str(i))
+            for i, f in enumerate(fields)
+        ],
+    )
+
+
 def read_template(
     parts: pl.DataFrame, fields: list[_Field]
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The wide columns and the extra fields of the lines (split on `|` into `field_<i>`)
     that share one template."""
-    raw = {f.position: pl.col(f"field_{f.position}").str.slice(f.start) for f in fields}
-    values = parts.select(
-        "line",
-        "piece",
-        *[
-            raw[f.position].str.strip_chars().cast(pl.Float64, strict=False).alias(str(i))
-            for i, f in enumerate(fields)
-        ],
-    )
+    values = plain_values(parts, fields)
     # Values a plain cast cannot read (`1,234.5`, `13100.0/13240.9`, `3.4K`) are read by the
     # general number parser; only the fields that have such values pay for it.
     unread = [
-        pl.coalesce(str(i), to_number(raw[f.position])).alias(str(i))
+        pl.coalesce(str(i), to_number(pl.col(f"field_{f.position}").str.slice(f.start))).alias(
+            str(i)
+        )
         for i, f in enumerate(fields)
         if values.get_column(str(i)).null_count()
     ]
@@ -173,6 +184,13 @@ def read_template(
             .with_columns(unread)
             .select("line", "piece", *[str(i) for i in range(len(fields))])
         )
+    return arranged(values, fields)
+
+
+def arranged(
+    values: pl.DataFrame, fields: list[_Field]
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The wide columns and the extra fields from the fields' values (`plain_values`)."""
     first_of = {}
     for i, f in enumerate(fields):
         if f.column is not None and f.column not in first_of:

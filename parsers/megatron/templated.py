@@ -24,53 +24,42 @@ from loganalyzer.parsers.megatron import template
 from loganalyzer.parsers.megatron.metrics import MEMORY_AFTER, MEMORY_METRIC, TIMER_METRIC
 from loganalyzer.parsers.megatron.records import ITERATION_STAMP, record_key
 from loganalyzer.parsers.megatron.template import (
+    arranged,
     counts_as_integers,
     key_value_rows,
-    read_template,
+    plain_values,
     template_fields,
 )
 from loganalyzer.textlog import LAUNCHER_PREFIX, timestamps
 
-# The head of a report line, whole: the launcher label, then an iteration line's
-# `[stamp] iteration N/ M`, a memory report's `[Rank r] (after K iterations) memory (MB)` or
-# a one-line timer report's `time (ms)`.
-HEAD = (
-    LAUNCHER_PREFIX
-    + r"\s*(?:"
-    + rf"(?:\[(?P<stamp>{ITERATION_STAMP})\]\s*)?iteration\s+(?P<number>\d{{1,18}})\s*/\s*\d+\s*"
-    + rf"|{MEMORY_AFTER} memory \(MB\)\s*"
-    + r"|(?P<timer>time \(ms\) )"
-    + r")$"
+# The head of each kind of report line, whole (the text before its first `|`): the launcher
+# label, then an iteration line's `[stamp] iteration N/ M`, a memory report's `[Rank r]
+# (after K iterations) memory (MB)`, a one-line timer report's `time (ms)`. Tested without
+# capture groups (far cheaper); the few values a head holds are then taken one pattern each.
+ITERATION_HEAD = (
+    rf"{LAUNCHER_PREFIX}\s*(?:\[{ITERATION_STAMP}\]\s*)?iteration\s+\d{{1,18}}\s*/\s*\d+\s*$"
 )
+MEMORY_HEAD = rf"{LAUNCHER_PREFIX}\s*{MEMORY_AFTER} memory \(MB\)\s*$"
+TIMER_HEAD = rf"{LAUNCHER_PREFIX}\s*time \(ms\) $"
 
-# After the head, any of these leaves the line to the general path: a carriage return or
-# colour code (the general path splits and cleans), a record glued on, or the marker of a
-# line another reader of `scan.py` looks at.
-NOT_PLAIN = "|".join(
-    [
-        r"\r",
-        r"\x1b",
-        r"\[[0-9;]{1,8}m",
-        r"iteration\s+\d",
-        r"\[Rank \d",
-        *(
-            re.escape(marker)
-            for marker in (
-                "memory (MB)",
-                "time (ms)",
-                "across ranks",
-                ".:",
-                "world size",
-                "padded vocab",
-                "parameters",
-                "batch_size",
-                "gradient_accumulation_steps",
-                "saving checkpoint",
-                "validation",
-            )
-        ),
-    ]
+# The marks of lines the other readers of `scan.py` look at, or of a record glued on: a
+# memory or timer line holding one after its head is left to the general path, and so is a
+# template whose text holds one.
+MARKERS = (
+    "memory (MB)",
+    "time (ms)",
+    "across ranks",
+    ".:",
+    "world size",
+    "padded vocab",
+    "parameters",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "saving checkpoint",
+    "validation",
 )
+GLUED = r"iteration\s+\d|\[Rank \d"
+NOT_PLAIN = "|".join([r"\x1b", r"\[[0-9;]{1,8}m", GLUED, *(re.escape(m) for m in MARKERS)])
 
 
 @dataclass(frozen=True)
@@ -87,32 +76,45 @@ class Taken:
 def take_reports(frame: pl.DataFrame) -> Taken:
     """The report lines of `frame` (line, text, launch, in_args) that are read here."""
     text = pl.col("text")
+    head = pl.col("head")
     split = (
         frame.filter(
             ~pl.col("in_args")
             & text.str.contains("|", literal=True)
             & ~text.str.contains("\r", literal=True)
         )
-        .select("line", "launch", "text", parts=text.str.split("|"))
-        .with_columns(head=pl.col("parts").list.first())
-        .with_columns(rest=text.str.slice(pl.col("head").str.len_chars() + 1))
-        .filter(~pl.col("rest").str.contains(NOT_PLAIN))
-        .with_columns(found=pl.col("head").str.extract_groups(HEAD))
-        .unnest("found")
+        .select("line", "launch", halves=text.str.splitn("|", 2))
+        .unnest("halves")
+        .rename({"field_0": "head", "field_1": "rest"})
     )
-    label_rank = pl.coalesce("srun", "torchrun").cast(pl.Int32, strict=False)
     records, extras, keys = _iteration_lines(
-        split.filter(pl.col("number").is_not_null()).with_columns(rank=label_rank)
+        split.filter(head.str.contains(ITERATION_HEAD)).with_columns(
+            _label(head),
+            number=head.str.extract(r"iteration\s+(\d{1,18})\s*/"),
+            stamp=head.str.extract(rf"\[({ITERATION_STAMP})\]\s*iteration"),
+        )
     )
-    memory = split.filter(pl.col("after").is_not_null()).select(
-        "line",
-        "launch",
-        "rest",
-        rank=pl.coalesce(pl.col("own_rank").cast(pl.Int32), label_rank),
-        after=pl.col("after").cast(pl.Int64),
+    # Memory and timer lines are read by `key_value_rows`, which takes any field it can:
+    # only lines with nothing else in them come here.
+    plain = split.filter(
+        (head.str.contains(MEMORY_HEAD) | head.str.contains(TIMER_HEAD))
+        & ~pl.col("rest").str.contains(NOT_PLAIN)
+    ).with_columns(_label(head))
+    memory = (
+        plain.filter(head.str.contains(MEMORY_HEAD))
+        .with_columns(found=head.str.extract_groups(MEMORY_AFTER))
+        .select(
+            "line",
+            "launch",
+            "rest",
+            rank=pl.coalesce(
+                pl.col("found").struct.field("own_rank").cast(pl.Int32), pl.col("rank")
+            ),
+            after=pl.col("found").struct.field("after").cast(pl.Int64),
+        )
     )
-    timer = split.filter(pl.col("timer").is_not_null()).select(
-        "line", "launch", "rest", rank=label_rank, after=pl.lit(None, dtype=pl.Int64)
+    timer = plain.filter(head.str.contains(TIMER_HEAD)).select(
+        "line", "launch", "rest", "rank", after=pl.lit(None, dtype=pl.Int64)
     )
     rows = pl.concat(
         [
@@ -126,12 +128,27 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     return Taken(records=records, extras=extras, keys=keys, rows=rows, lines=lines)
 
 
+def _label(head: pl.Expr) -> list[pl.Expr]:
+    """The launcher label's rank and the kubelet's time stamp, as `unlabelled` gives them."""
+    found = head.str.extract_groups(LAUNCHER_PREFIX)
+    return [
+        pl.coalesce(found.struct.field("srun"), found.struct.field("torchrun"))
+        .cast(pl.Int32, strict=False)
+        .alias("rank"),
+        found.struct.field("kubelet").alias("kubelet"),
+    ]
+
+
 def _iteration_lines(
     lines: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame, frozenset[str]]:
-    """The iteration lines that fit one of the first `template.MAX_TEMPLATES` templates met:
-    records (as `scan_chunk` gives them), their extra fields and their field names."""
-    remaining = lines.with_columns(count=pl.col("parts").list.len())
+    """The iteration lines that fit one of the first `template.MAX_TEMPLATES` templates met,
+    every value a plain number: records (as `scan_chunk` gives them), their extra fields and
+    their field names. A value of any other kind leaves its line to the general path, so
+    nothing but a number (no colour code, no glued record) can be in a line taken here."""
+    remaining = lines.with_columns(fields=pl.col("rest").str.split("|")).with_columns(
+        count=pl.col("fields").list.len()
+    )
     records: list[pl.DataFrame] = []
     extras: list[pl.DataFrame] = []
     keys: set[str] = set()
@@ -139,30 +156,41 @@ def _iteration_lines(
         if remaining.height == 0:
             break
         shape = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
+        if re.search(GLUED, shape) or any(marker in shape for marker in MARKERS):
+            break
         texts = shape.split("|")
         fields = template_fields(shape)
-        parts = remaining.with_columns(
-            pl.col("parts").list.get(i + 1, null_on_oob=True).alias(f"field_{i}")
-            for i in range(len(texts))
+        parts = remaining.select(
+            pl.exclude("fields"),
+            *(
+                pl.col("fields").list.get(i, null_on_oob=True).alias(f"field_{i}")
+                for i in range(len(texts))
+            ),
+            piece=pl.lit(0, dtype=pl.Int32),
         )
-        fits = parts.select(
-            pl.all_horizontal(
-                pl.col("count") == len(texts) + 1,
-                *(
-                    pl.col(f"field_{i}").str.starts_with(text)
-                    if text.endswith(":")
-                    else pl.col(f"field_{i}") == text
-                    for i, text in enumerate(texts)
-                ),
-            ).fill_null(False)
-        ).to_series()
-        matched = parts.filter(fits).with_columns(piece=pl.lit(0, dtype=pl.Int32))
-        remaining = remaining.filter(~fits)
-        if matched.height == 0:
+        values = plain_values(parts, fields)
+        fits = pl.all_horizontal(
+            pl.col("count") == len(texts),
+            *(
+                pl.col(f"field_{i}").str.starts_with(text)
+                if text.endswith(":")
+                else pl.col(f"field_{i}") == text
+                for i, text in enumerate(texts)
+            ),
+            *(values.get_column(str(i)).is_not_null() for i in range(len(fields))),
+        ).fill_null(False)
+        taken = parts.select(fits).to_series()
+        if not taken.any():
+            remaining = remaining.filter(~taken)
             continue
         keys.update(f.printed.lower() for f in fields)
-        wide, extra = read_template(matched, fields)
-        records.append(_records(matched).hstack(counts_as_integers(wide).drop("line", "piece")))
+        if taken.all():
+            remaining = remaining.clear()
+        else:
+            remaining = remaining.filter(~taken)
+            parts, values = parts.filter(taken), values.filter(taken)
+        wide, extra = arranged(values, fields)
+        records.append(_records(parts).hstack(counts_as_integers(wide).drop("line", "piece")))
         if extra is not None:
             extras.append(extra)
     if not records:
