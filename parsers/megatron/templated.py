@@ -90,8 +90,13 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     records, extras, keys = _iteration_lines(
         split.filter(head.str.contains(ITERATION_HEAD)).with_columns(
             _label(head),
-            number=head.str.extract(r"iteration\s+(\d{1,18})\s*/"),
-            stamp=head.str.extract(rf"\[({ITERATION_STAMP})\]\s*iteration"),
+            # The head is known whole: simpler patterns than its own find the same text.
+            number=head.str.split("iteration")
+            .list.last()
+            .str.splitn("/", 2)
+            .struct.field("field_0")
+            .str.strip_chars(),
+            stamp=head.str.extract(r"\[([^\]]*)\]\s*iteration"),
         )
     )
     # Memory and timer lines are read by `key_value_rows`, which takes any field it can:
