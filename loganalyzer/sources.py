@@ -136,19 +136,20 @@ def iter_line_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                 done += len(block)
                 if report is not None:
                     report(path, done, total)
-                block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:
-                    if len(block) > MAX_LINE_BYTES:
+                    carry += block
+                    if len(carry) > MAX_LINE_BYTES:
                         raise InputError(
                             f"{path}: line {next_line} runs past {MAX_LINE_BYTES >> 20} MB"
                             " without a line break; this is not a text log"
                         )
-                    carry = block
                     continue
+                # One copy of the block's whole lines (joining a view), not two.
+                lines = b"".join((carry, memoryview(block)[:cut]))
                 carry = block[cut + 1 :]
-                yield next_line, block[:cut]
-                next_line += block.count(b"\n", 0, cut) + 1
+                yield next_line, lines
+                next_line += lines.count(b"\n") + 1
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(
             f"{path}: read failed after line {next_line - 1} ({exc}); "

@@ -60,7 +60,7 @@ def block_lines(block: bytes) -> pl.Series:
     """
     if not any(byte in block for byte in (b"\r", b"\x1f", b"\x00")):
         read = pl.read_csv(
-            block + b"\n",
+            block,
             has_header=False,
             separator="\x1f",
             quote_char=None,
