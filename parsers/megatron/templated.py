@@ -104,22 +104,12 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     plain = split.filter(
         (head.str.contains(MEMORY_HEAD) | head.str.contains(TIMER_HEAD))
         & ~pl.col("rest").str.contains(NOT_PLAIN)
-    ).with_columns(_label(head))
-    memory = (
-        plain.filter(head.str.contains(MEMORY_HEAD))
-        .with_columns(found=head.str.extract_groups(MEMORY_AFTER))
-        .select(
-            "line",
-            "launch",
-            "rest",
-            rank=pl.coalesce(
-                pl.col("found").struct.field("own_rank").cast(pl.Int32), pl.col("rank")
-            ),
-            after=pl.col("found").struct.field("after").cast(pl.Int64),
-        )
     )
-    timer = plain.filter(head.str.contains(TIMER_HEAD)).select(
-        "line", "launch", "rest", "rank", after=pl.lit(None, dtype=pl.Int64)
+    memory = _memory_lines(plain.filter(head.str.contains(MEMORY_HEAD)))
+    timer = (
+        plain.filter(head.str.contains(TIMER_HEAD))
+        .with_columns(_label(head))
+        .select("line", "launch", "rest", "rank", after=pl.lit(None, dtype=pl.Int64))
     )
     rows = pl.concat(
         [
@@ -131,6 +121,21 @@ def take_reports(frame: pl.DataFrame) -> Taken:
         [records.get_column("line"), memory.get_column("line"), timer.get_column("line")]
     )
     return Taken(records=records, extras=extras, keys=keys, rows=rows, lines=lines)
+
+
+def _memory_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """(line, launch, rest, rank, after) of memory lines known whole: the rank the line
+    prints, else its launcher label's."""
+    head = pl.col("head")
+    found = lines.with_columns(
+        rank=head.str.extract(r"\[Rank (\d{1,9})\] \(?after ").cast(pl.Int32),
+        after=head.str.extract(r"after (\d{1,18}) iterations").cast(pl.Int64),
+    )
+    if found.get_column("rank").null_count():
+        found = found.with_columns(
+            pl.coalesce("rank", _label(head)[0].alias("label_rank")).alias("rank")
+        )
+    return found.select("line", "launch", "rest", "rank", "after")
 
 
 def _label(head: pl.Expr) -> list[pl.Expr]:
