@@ -42,9 +42,9 @@ ITERATION_HEAD = (
 MEMORY_HEAD = rf"{LAUNCHER_PREFIX}\s*{MEMORY_AFTER} memory \(MB\)\s*$"
 TIMER_HEAD = rf"{LAUNCHER_PREFIX}\s*time \(ms\) $"
 
-# The marks of lines the other readers of `scan.py` look at, or of a record glued on: a
-# memory or timer line holding one after its head is left to the general path, and so is a
-# template whose text holds one.
+# A colour code (the general path removes them), a record glued on, or the mark of a line
+# another reader of `scan.py` looks at: a memory or timer line holding one after its head is
+# left to the general path, and so is a template (of iteration lines) whose text holds one.
 MARKERS = (
     "memory (MB)",
     "time (ms)",
@@ -58,8 +58,9 @@ MARKERS = (
     "saving checkpoint",
     "validation",
 )
-GLUED = r"iteration\s+\d|\[Rank \d"
-NOT_PLAIN = "|".join([r"\x1b", r"\[[0-9;]{1,8}m", GLUED, *(re.escape(m) for m in MARKERS)])
+NOT_PLAIN = "|".join(
+    [r"\x1b", r"\[[0-9;]{1,8}m", r"iteration\s+\d", r"\[Rank \d", *map(re.escape, MARKERS)]
+)
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _iteration_lines(
         if remaining.height == 0:
             break
         shape = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
-        if re.search(GLUED, shape) or any(marker in shape for marker in MARKERS):
+        if re.search(NOT_PLAIN, shape):
             break
         texts = shape.split("|")
         fields = template_fields(shape)
