@@ -55,6 +55,7 @@ STEPS: dict[ModuleType, tuple[str, ...]] = {
     parser: (
         "scan_chunk",
         "_placed",
+        "_continued",
         "anchored",
         "long_part",
         "iteration_table",
@@ -80,7 +81,7 @@ def timed(name: str, step: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def serial_chunks(path: Path) -> Iterator[scan.Chunk]:
+def serial_chunks(path: Path) -> Iterator[tuple[scan.Chunk, pl.DataFrame]]:
     """The parser's chunks scanned one after another, reading timed apart."""
     frames = scan.stateful_frames(path)
     while True:
@@ -89,7 +90,7 @@ def serial_chunks(path: Path) -> Iterator[scan.Chunk]:
         SPENT["reading lines, launch state"] += cpu_seconds() - started
         if frame is None:
             return
-        yield parser.scan_chunk(frame)
+        yield parser._placed(frame)
 
 
 def main(path: Path) -> None:

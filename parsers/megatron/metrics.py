@@ -37,13 +37,14 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     """Timer, memory and event rows with the iteration they belong to and a copy key.
 
     A row states its own iteration (`after K iterations`, `at iteration N`) or belongs to
-    the last iteration line above it in the same launch. Copies printed by several ranks
-    share `copy_key`.
+    the last iteration line above it in the same launch (null if `anchors` has none). Copies
+    printed by several ranks share `copy_key`.
     """
     if metrics.height == 0:
         return pl.DataFrame(
             schema={
                 "line": pl.Int64,
+                "launch": pl.Int32,
                 "iteration": pl.Int64,
                 "name": pl.Categorical,
                 "value": pl.Float64,
@@ -66,12 +67,21 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     )
     return placed.select(
         "line",
+        "launch",
         "iteration",
         pl.col("name").cast(pl.Categorical),
         "value",
         "rank",
-        copy_key=pl.struct("launch", "name", "rank", "value", "iteration").hash(),
+        copy_key=row_key(pl.col("name")),
     )
+
+
+def row_key(name: pl.Expr) -> pl.Expr:
+    """The key the copies of one timer, memory or event row share (several ranks print the
+    same line); `name` as text."""
+    return pl.struct(
+        "launch", name.alias("name"), "rank", "value", pl.col("iteration").alias("iteration")
+    ).hash()
 
 
 def key_values(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
