@@ -7,6 +7,7 @@ U+FFFD) because real logs carry binary junk, and a parser must see every line's 
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import io
 import os
@@ -78,7 +79,13 @@ def open_binary(path: Path) -> BinaryIO:
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
     """The first `size` bytes of a file (decompressed), decoded: as much as can be read, so
     a truncated .gz still shows its head. '' if nothing can be read. Never raises: detection
-    calls it."""
+    calls it, once per parser."""
+    try:
+        if not _is_gzip(path):
+            stat = path.stat()
+            return _plain_head(path, size, stat.st_mtime_ns, stat.st_size)
+    except (OSError, InputError):
+        return ""
     blocks: list[bytes] = []
     read = 0
     try:
@@ -93,6 +100,14 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
         pass
     data = b"".join(blocks)
     return data.decode("utf-8", errors="replace")
+
+
+@functools.lru_cache(maxsize=4)
+def _plain_head(path: Path, size: int, modified_ns: int, file_size: int) -> str:
+    """`read_head` of an uncompressed file in one read, kept while the file is unchanged (its
+    modification time and size are part of the key): every parser's detection reads it."""
+    with open_binary(path) as stream:
+        return stream.read(size).decode("utf-8", errors="replace")
 
 
 def check_readable(path: Path) -> None:
