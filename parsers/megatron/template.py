@@ -48,7 +48,7 @@ class _Field:
 
     position: int
     printed: str
-    start: int  # characters of the field before its value
+    key: str  # the field's text before its value: spaces, the printed key and the colon
     column: str | None
     divisor: float
 
@@ -131,7 +131,7 @@ def template_fields(template: str) -> list[_Field]:
         key = printed.lower()
         divisor = STEP_TIME_FIELDS.get(key)
         column = "step_time_s" if divisor is not None else FIELD_COLUMNS.get(key)
-        fields.append(_Field(position, printed, len(text), column, divisor or 1.0))
+        fields.append(_Field(position, printed, text, column, divisor or 1.0))
     return fields
 
 
@@ -148,13 +148,14 @@ def _fits(template: str, separators: int) -> pl.Expr:
 
 def plain_values(parts: pl.DataFrame, fields: list[_Field]) -> pl.DataFrame:
     """(line, piece) and each field's value as a plain cast reads it, in columns "0", "1",
-    ...: null where the value is no plain number."""
+    ...: null where the value is no plain number, or the field does not start with its key
+    (what is left then holds the key's colon)."""
     return parts.select(
         "line",
         "piece",
         *[
             pl.col(f"field_{f.position}")
-            .str.slice(f.start)
+            .str.strip_prefix(f.key)
             .str.strip_chars()
             .cast(pl.Float64, strict=False)
             .alias(str(i))
@@ -172,7 +173,7 @@ def read_template(
     # Values a plain cast cannot read (`1,234.5`, `13100.0/13240.9`, `3.4K`) are read by the
     # general number parser; only the fields that have such values pay for it.
     unread = [
-        pl.coalesce(str(i), to_number(pl.col(f"field_{f.position}").str.slice(f.start))).alias(
+        pl.coalesce(str(i), to_number(pl.col(f"field_{f.position}").str.slice(len(f.key)))).alias(
             str(i)
         )
         for i, f in enumerate(fields)

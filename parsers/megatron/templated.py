@@ -180,14 +180,10 @@ def _iteration_lines(
             piece=pl.lit(0, dtype=pl.Int32),
         )
         values = plain_values(parts, fields)
+        # A value read means its field starts with the key (see `plain_values`).
         fits = pl.all_horizontal(
             pl.col("count") == len(texts),
-            *(
-                pl.col(f"field_{i}").str.starts_with(text)
-                if text.endswith(":")
-                else pl.col(f"field_{i}") == text
-                for i, text in enumerate(texts)
-            ),
+            *(pl.col(f"field_{i}") == text for i, text in enumerate(texts) if ":" not in text),
             *(values.get_column(str(i)).is_not_null() for i in range(len(fields))),
         ).fill_null(False)
         taken = parts.select(fits).to_series()
