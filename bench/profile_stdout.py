@@ -24,7 +24,7 @@ os.environ["POLARS_MAX_THREADS"] = "1"  # before polars is imported
 
 import polars as pl
 
-from loganalyzer.parsers.megatron import parser, scan
+from loganalyzer.parsers.megatron import parser, scan, templated
 
 SPENT: Counter[str] = Counter()
 
@@ -32,6 +32,8 @@ SPENT: Counter[str] = Counter()
 STEPS: dict[ModuleType, tuple[str, ...]] = {
     scan: (
         "candidate_lines",
+        "take_reports",
+        "unlabelled",
         "split_glued",
         "having",
         "startup_facts",
@@ -42,9 +44,18 @@ STEPS: dict[ModuleType, tuple[str, ...]] = {
         "checkpoint_saves",
         "validation_lines",
     ),
+    templated: (
+        "_iteration_lines",
+        "key_value_rows",
+        "plain_values",
+        "arranged",
+        "_records",
+        "timestamps",
+    ),
     parser: (
         "scan_chunk",
         "_placed",
+        "_continued",
         "anchored",
         "long_part",
         "iteration_table",
@@ -70,7 +81,7 @@ def timed(name: str, step: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def serial_chunks(path: Path) -> Iterator[scan.Chunk]:
+def serial_chunks(path: Path) -> Iterator[tuple[scan.Chunk, pl.DataFrame]]:
     """The parser's chunks scanned one after another, reading timed apart."""
     frames = scan.stateful_frames(path)
     while True:
@@ -79,7 +90,7 @@ def serial_chunks(path: Path) -> Iterator[scan.Chunk]:
         SPENT["reading lines, launch state"] += cpu_seconds() - started
         if frame is None:
             return
-        yield parser.scan_chunk(frame)
+        yield parser._placed(frame)
 
 
 def main(path: Path) -> None:

@@ -7,6 +7,7 @@ U+FFFD) because real logs carry binary junk, and a parser must see every line's 
 from __future__ import annotations
 
 import codecs
+import functools
 import gzip
 import io
 import os
@@ -22,7 +23,7 @@ from loganalyzer.gzipread import DamagedGzipReader
 GZIP_MAGIC = b"\x1f\x8b"
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 HEAD_BYTES = 4 * 1024 * 1024
-CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 # Told (file, bytes read so far, total bytes or None for .gz) after every chunk read; the
@@ -78,7 +79,13 @@ def open_binary(path: Path) -> BinaryIO:
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
     """The first `size` bytes of a file (decompressed), decoded: as much as can be read, so
     a truncated .gz still shows its head. '' if nothing can be read. Never raises: detection
-    calls it."""
+    calls it, once per parser."""
+    try:
+        if not _is_gzip(path):
+            stat = path.stat()
+            return _plain_head(path, size, stat.st_mtime_ns, stat.st_size)
+    except (OSError, InputError):
+        return ""
     blocks: list[bytes] = []
     read = 0
     try:
@@ -93,6 +100,14 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
         pass
     data = b"".join(blocks)
     return data.decode("utf-8", errors="replace")
+
+
+@functools.lru_cache(maxsize=4)
+def _plain_head(path: Path, size: int, modified_ns: int, file_size: int) -> str:
+    """`read_head` of an uncompressed file in one read, kept while the file is unchanged (its
+    modification time and size are part of the key): every parser's detection reads it."""
+    with open_binary(path) as stream:
+        return stream.read(size).decode("utf-8", errors="replace")
 
 
 def check_readable(path: Path) -> None:
@@ -136,19 +151,20 @@ def iter_line_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                 done += len(block)
                 if report is not None:
                     report(path, done, total)
-                block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:
-                    if len(block) > MAX_LINE_BYTES:
+                    carry += block
+                    if len(carry) > MAX_LINE_BYTES:
                         raise InputError(
                             f"{path}: line {next_line} runs past {MAX_LINE_BYTES >> 20} MB"
                             " without a line break; this is not a text log"
                         )
-                    carry = block
                     continue
+                # One copy of the block's whole lines (joining a view), not two.
+                lines = b"".join((carry, memoryview(block)[:cut]))
                 carry = block[cut + 1 :]
-                yield next_line, block[:cut]
-                next_line += block.count(b"\n", 0, cut) + 1
+                yield next_line, lines
+                next_line += lines.count(b"\n") + 1
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(
             f"{path}: read failed after line {next_line - 1} ({exc}); "

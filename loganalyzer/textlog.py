@@ -21,11 +21,15 @@ from loganalyzer.sources import decode_lines, iter_line_blocks
 # ESC[...m colour codes, and the same with the ESC byte lost ("[32m"), as seen in real logs.
 ANSI = r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9;]{1,8}m"
 
-# Launcher labels at the start of a line. Group 1: slurm `srun --label` task id (a global rank);
-# group 2: torchrun `--role rank` rank. `[default0]:` and `[host:3]:` carry local ranks only.
+# The container runtime's (kubelet's) timestamp at the start of a line.
+KUBELET_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
+
+# Launcher labels at the start of a line: `srun`, slurm `srun --label`'s task id (a global
+# rank); `torchrun`, torchrun `--role rank`'s rank. `[default0]:` and `[host:3]:` carry local
+# ranks only.
 LAUNCHER_PREFIX = (
-    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+)?"  # kubelet timestamp
-    r"(?:(\d+):\s|\[rank(\d+)\]:|\[default\d+\]:|\[[\w.-]+:\d+\]:)?"
+    rf"^(?:(?P<kubelet>{KUBELET_STAMP})\s+)?"
+    r"(?:(?P<srun>\d+):\s|\[rank(?P<torchrun>\d+)\]:|\[default\d+\]:|\[[\w.-]+:\d+\]:)?"
 )
 
 NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|NaN|Inf)"
@@ -56,7 +60,7 @@ def block_lines(block: bytes) -> pl.Series:
     """
     if not any(byte in block for byte in (b"\r", b"\x1f", b"\x00")):
         read = pl.read_csv(
-            block + b"\n",
+            block,
             has_header=False,
             separator="\x1f",
             quote_char=None,
@@ -125,7 +129,7 @@ def launcher_rank(text: pl.Expr) -> pl.Expr:
     """The global rank a launcher label names (srun --label, torchrun [rankN]:), else null."""
     found = text.str.extract_groups(LAUNCHER_PREFIX)
     return (
-        pl.coalesce(found.struct.field("1"), found.struct.field("2"))
+        pl.coalesce(found.struct.field("srun"), found.struct.field("torchrun"))
         .cast(pl.Int32, strict=False)
         .alias("rank")
     )
@@ -133,7 +137,7 @@ def launcher_rank(text: pl.Expr) -> pl.Expr:
 
 def kubelet_timestamp(text: pl.Expr) -> pl.Expr:
     """The container runtime's timestamp at the start of a line, as text, else null."""
-    return text.str.extract(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s")
+    return text.str.extract(rf"^({KUBELET_STAMP})\s")
 
 
 def strip_launcher(text: pl.Expr) -> pl.Expr:

@@ -1,5 +1,7 @@
-"""The learned-template reading of iteration lines gives exactly what the general, field by
-field, reading gives: on every Megatron fixture, and on lines whose key order changes."""
+"""The fast paths give exactly what the general, field by field, reading gives: report lines
+read whole in one split (`templated.py`) and fields read by learned templates (`template.py`),
+on every Megatron fixture, on lines whose key order changes, and on generated lines of every
+shape the general path must handle (labels, colour codes, glued records, odd values)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from loganalyzer.parsers.megatron import MegatronParser, template
+from loganalyzer.parsers.megatron import MegatronParser, scan, template, templated
 from tests.conftest import FIXTURES
 
 LOGS = sorted(
@@ -20,10 +24,18 @@ LOGS = sorted(
 )
 
 
+def _nothing_taken(frame: pl.DataFrame) -> templated.Taken:
+    return templated.take_reports(frame.clear())
+
+
 def _same_run(path: Path, monkeypatch: pytest.MonkeyPatch, templates: int) -> None:
+    """The run read with every fast path, and read with no report line taken whole and at
+    most `templates` templates per chunk."""
     learned = MegatronParser().parse(path)
-    monkeypatch.setattr(template, "MAX_TEMPLATES", templates)
-    general = MegatronParser().parse(path)
+    with monkeypatch.context() as patched:
+        patched.setattr(template, "MAX_TEMPLATES", templates)
+        patched.setattr(scan, "take_reports", _nothing_taken)
+        general = MegatronParser().parse(path)
     assert learned.table.equals(general.table)
     assert learned.metrics.equals(general.metrics)
     assert learned.framework == general.framework
@@ -130,3 +142,87 @@ def test_non_finite_timer_and_memory_values(
     assert values["memory/allocated_mb"][1] == -math.inf
     assert values["memory/allocated_mb"][3] == 17698.36
     _same_run(log, monkeypatch, templates)
+
+
+LABELS = [
+    "",
+    "7: ",
+    "12:  ",
+    "[rank3]:",
+    "[default0]:",
+    "[host-1:3]:",
+    "2026-02-05T16:03:52.889Z 4: ",
+]
+ODD_VALUES = ["nan", "inf", "1,234.5", "x", "3.4K", "-2.0", "7"]
+ANSI_CODES = ["\x1b[32m", "\x1b[0m", "[33m"]
+
+
+@st.composite
+def report_line(draw: st.DrawFn, iteration: int) -> str:
+    """One line in one of the shapes Megatron-LM prints reports in, sometimes damaged."""
+    label = draw(st.sampled_from(LABELS))
+    kind = draw(st.sampled_from(["iteration", "iteration", "memory", "timers", "block", "noise"]))
+    value = draw(
+        st.one_of(st.floats(0, 1e6, allow_nan=False).map(str), st.sampled_from(ODD_VALUES))
+    )
+    if kind == "iteration":
+        stamp = draw(
+            st.sampled_from(["", " [2025-01-02 03:04:05.123456]", " [2025-01-02T03:04:05+02:00]"])
+        )
+        fields = [
+            f"consumed samples: {iteration * 4:12d}",
+            f"elapsed time per iteration (ms): {value}",
+            "learning rate: 1.000000E-04",
+            f"lm loss: {draw(st.sampled_from(['2.0E+00', '7.5', 'nan']))}",
+        ]
+        if draw(st.booleans()):
+            fields.append(f"mtp_1 loss: {draw(st.sampled_from(['1.5', 'x']))}")
+        line = f"{stamp} iteration {iteration:8d}/    1000 | " + " | ".join(fields) + " |"
+    elif kind == "memory":
+        rank = draw(st.sampled_from(["[Rank 3] ", "[Rank 0] ", ""]))
+        line = (
+            f"{rank}(after {iteration} iterations) memory (MB) | allocated: {value} | reserved: 3.0"
+        )
+    elif kind == "timers":
+        line = f"time (ms) | forward-compute: {value} | optimizer: 45.00"
+    elif kind == "block":
+        line = f"    forward-backward ...............................: ({value}, 6013.20)"
+    else:
+        line = draw(
+            st.sampled_from(
+                ["UserWarning: barrier() is slow", "saving checkpoint at iteration 5", "x | y: 1 |"]
+            )
+        )
+    line = label + line
+    damage = draw(st.sampled_from(["none", "none", "none", "ansi", "cr", "validation"]))
+    if damage == "ansi":
+        at = draw(st.integers(0, len(line)))
+        line = line[:at] + draw(st.sampled_from(ANSI_CODES)) + line[at:]
+    elif damage == "cr":
+        at = draw(st.integers(0, len(line)))
+        line = line[:at] + "\r" + line[at:]
+    elif damage == "validation":
+        line += " validation"
+    return line
+
+
+@st.composite
+def report_log(draw: st.DrawFn) -> str:
+    first = " iteration        1/    1000 | elapsed time per iteration (ms): 1000.0 |"
+    lines = [first, *(draw(report_line(i)) for i in range(2, draw(st.integers(2, 30))))]
+    if len(lines) > 1 and draw(st.booleans()):  # two reports glued on one line
+        at = draw(st.integers(0, len(lines) - 2))
+        lines[at : at + 2] = [lines[at] + lines[at + 1]]
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(log=report_log())
+def test_report_lines_read_whole_as_the_general_path_reads_them(
+    log: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reports.log"
+    path.write_text(log)
+    _same_run(path, monkeypatch, templates=template.MAX_TEMPLATES)

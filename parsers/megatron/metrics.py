@@ -13,9 +13,10 @@ TIMER_MAX = r"^\s{3,}(\S.*?)\s*\.{2,}:\s*([\d.]+)\s*$"
 
 
 # Numbers that must fit Int32 (rank) and Int64 (iteration) are bounded in length.
-MEMORY = r"(?:\[Rank (\d{1,9})\] )?\(?after (\d{1,18}) iterations\)? memory \(MB\)(.*)$"
+MEMORY_AFTER = r"(?:\[Rank (?P<own_rank>\d{1,9})\] )?\(?after (?P<after>\d{1,18}) iterations\)?"
+MEMORY = rf"{MEMORY_AFTER} memory \(MB\)(?P<fields>.*)$"
 MEMORY_MARK = "memory (MB)"
-MEMORY_HEAD = r"(?:\[Rank (\d{1,9})\] )?\(?after (\d{1,18}) iterations\)? $"
+MEMORY_HEAD = rf"{MEMORY_AFTER} $"
 
 
 CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d{1,18})\b"
@@ -23,6 +24,10 @@ CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d{1,18})\b"
 
 VALIDATION = r"validation(?: loss)? at iteration (\d{1,18}) \|(.*)$"
 
+
+# A metric's name from the key of a `key: value` field of a memory or one-line timer report.
+MEMORY_METRIC = pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb")
+TIMER_METRIC = pl.lit("timer/") + pl.col("key")
 
 # An iteration line's position, the anchor of the timer and memory lines below it.
 ANCHOR_SCHEMA = {"anchor_line": pl.Int64, "launch": pl.Int32, "iteration": pl.Int64}
@@ -32,13 +37,14 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     """Timer, memory and event rows with the iteration they belong to and a copy key.
 
     A row states its own iteration (`after K iterations`, `at iteration N`) or belongs to
-    the last iteration line above it in the same launch. Copies printed by several ranks
-    share `copy_key`.
+    the last iteration line above it in the same launch (null if `anchors` has none). Copies
+    printed by several ranks share `copy_key`.
     """
     if metrics.height == 0:
         return pl.DataFrame(
             schema={
                 "line": pl.Int64,
+                "launch": pl.Int32,
                 "iteration": pl.Int64,
                 "name": pl.Categorical,
                 "value": pl.Float64,
@@ -48,7 +54,7 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
         )
     placed = (
         metrics.with_columns(pl.col("launch").cast(pl.Int32))
-        .sort("line")
+        .sort("line", maintain_order=True)
         .join_asof(
             anchors,
             left_on="line",
@@ -61,12 +67,21 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     )
     return placed.select(
         "line",
+        "launch",
         "iteration",
         pl.col("name").cast(pl.Categorical),
         "value",
         "rank",
-        copy_key=pl.struct("launch", "name", "rank", "value", "iteration").hash(),
+        copy_key=row_key(pl.col("name")),
     )
+
+
+def row_key(name: pl.Expr) -> pl.Expr:
+    """The key the copies of one timer, memory or event row share (several ranks print the
+    same line); `name` as text."""
+    return pl.struct(
+        "launch", name.alias("name"), "rank", "value", pl.col("iteration").alias("iteration")
+    ).hash()
 
 
 def key_values(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.DataFrame:
@@ -83,7 +98,7 @@ def timers(pieces: pl.DataFrame) -> pl.DataFrame:
             after=pl.lit(None, dtype=pl.Int64)
         ),
         text.str.replace(r"^.*?time \(ms\) \|", ""),
-        pl.lit("timer/") + pl.col("key"),
+        TIMER_METRIC,
     )
     minmax = _matching(pieces, TIMER_MINMAX)
     blocks = (
@@ -124,7 +139,7 @@ def memory_lines(pieces: pl.DataFrame) -> pl.DataFrame:
     return key_values(
         found.with_columns(rank=pl.coalesce(pl.col("own_rank"), pl.col("rank"))),
         pl.col("fields"),
-        pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb"),
+        MEMORY_METRIC,
     )
 
 
@@ -140,8 +155,8 @@ def _memory_parts(pieces: pl.DataFrame) -> pl.DataFrame:
     at = text.str.find(MEMORY_MARK, literal=True)
     head = text.str.slice(0, at).str.extract_groups(MEMORY_HEAD)
     cut = pieces.filter(single).with_columns(
-        own_rank=head.struct.field("1").cast(pl.Int32),
-        after=head.struct.field("2").cast(pl.Int64),
+        own_rank=head.struct.field("own_rank").cast(pl.Int32),
+        after=head.struct.field("after").cast(pl.Int64),
         fields=text.str.slice(at + len(MEMORY_MARK)),
     )
     whole = pieces.filter(~single)
@@ -149,9 +164,9 @@ def _memory_parts(pieces: pl.DataFrame) -> pl.DataFrame:
         return cut
     m = pl.col("text").str.extract_groups(MEMORY)
     matched = whole.with_columns(
-        own_rank=m.struct.field("1").cast(pl.Int32),
-        after=m.struct.field("2").cast(pl.Int64),
-        fields=m.struct.field("3"),
+        own_rank=m.struct.field("own_rank").cast(pl.Int32),
+        after=m.struct.field("after").cast(pl.Int64),
+        fields=m.struct.field("fields"),
     )
     return pl.concat([cut, matched]).sort("line", "piece", maintain_order=True)
 

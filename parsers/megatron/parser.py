@@ -19,7 +19,7 @@ from loganalyzer.model import (
 )
 from loganalyzer.parsers.megatron.assembly import iteration_table, long_part
 from loganalyzer.parsers.megatron.config import run_config, segment_config
-from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored
+from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_key
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
 
@@ -56,8 +56,9 @@ class MegatronParser:
         longs: list[pl.DataFrame] = []
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
-        for chunk in _scanned(path):
-            long, last = _placed(chunk, last)
+        for chunk, placed in _scanned(path):
+            long = _continued(placed, last)
+            last = _last_anchor(chunk, last)
             longs.append(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
             chunks.append(dataclasses.replace(chunk, extras=_NOTHING, metrics=_NOTHING))
@@ -108,28 +109,59 @@ _NOTHING = pl.DataFrame()
 _IN_FLIGHT = 2
 
 
-def _scanned(path: Path) -> Iterator[Chunk]:
-    """The file's chunks scanned, in order, `_IN_FLIGHT` at a time on a thread pool."""
+def _scanned(path: Path) -> Iterator[tuple[Chunk, pl.DataFrame]]:
+    """The file's chunks scanned and their long-table rows placed (`_placed`), in order,
+    `_IN_FLIGHT` at a time on a thread pool."""
     with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as pool:
-        pending: deque[Future[Chunk]] = deque()
+        pending: deque[Future[tuple[Chunk, pl.DataFrame]]] = deque()
         for frame in stateful_frames(path):
-            pending.append(pool.submit(scan_chunk, frame))
+            pending.append(pool.submit(_placed, frame))
             if len(pending) >= _IN_FLIGHT:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
 
 
-def _placed(chunk: Chunk, last_anchor: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The chunk's long-table rows, each tied to its iteration, in line order; and the anchor
-    (last iteration line) the next chunk's first timer lines belong to."""
-    anchors = pl.concat(
-        [
-            last_anchor,
-            chunk.records.select(
-                anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
-            ),
-        ]
+def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
+    """A chunk scanned, and its long-table rows, each tied to its iteration line within the
+    chunk, in line order (with `launch`). Done on the pool: only the rows above the chunk's
+    first iteration line are left for `_continued`, in file order."""
+    chunk = scan_chunk(frame)
+    anchors = chunk.records.select(
+        anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
     )
-    long = pl.concat([chunk.extras, anchored(chunk.metrics, anchors)])
-    return long.sort("line", maintain_order=True), anchors.tail(1)
+    long = pl.concat([chunk.extras, anchored(chunk.metrics, anchors)], how="diagonal_relaxed").sort(
+        "line", maintain_order=True
+    )
+    return chunk, long
+
+
+def _continued(long: pl.DataFrame, last_anchor: pl.DataFrame) -> pl.DataFrame:
+    """A chunk's placed rows with those its own iteration lines could not place (above the
+    first of them, in the launch the chunks before ended in) tied to the last iteration line
+    of the chunks before; `launch` dropped."""
+    if last_anchor.height:
+        _, launch, iteration = last_anchor.row(0)
+        lost = pl.col("iteration").is_null() & (pl.col("launch") == launch)
+        if long.select(lost.any()).item():
+            long = long.with_columns(
+                iteration=pl.when(lost)
+                .then(pl.lit(iteration, dtype=pl.Int64))
+                .otherwise("iteration")
+            ).with_columns(
+                copy_key=pl.when(lost)
+                .then(row_key(pl.col("name").cast(pl.String)))
+                .otherwise("copy_key")
+            )
+    continued: pl.DataFrame = long.drop("launch")
+    return continued
+
+
+def _last_anchor(chunk: Chunk, last_anchor: pl.DataFrame) -> pl.DataFrame:
+    """The last iteration line read so far: the next chunk's first timer lines belong to it."""
+    if chunk.records.height == 0:
+        return last_anchor
+    last: pl.DataFrame = chunk.records.tail(1).select(
+        anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
+    )
+    return last

@@ -18,7 +18,8 @@ ITERATION_HEAD = r"^iteration\s+(\d{1,18})\s*/\s*(\d+)"
 
 
 # The bracketed timestamp Megatron-LM prints before "iteration" (core >= 0.6).
-TIMESTAMP_BEFORE_ITERATION = r"\[(\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)\]\s*$"
+ITERATION_STAMP = r"\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?"
+TIMESTAMP_BEFORE_ITERATION = rf"\[({ITERATION_STAMP})\]\s*$"
 
 
 # Iteration-line fields that have a column of their own; every other field goes to the long
@@ -69,11 +70,17 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         iteration=number.cast(pl.Int64),
         rest=rest,
         timestamp=stamp,
-        # copies of one line printed by several ranks or nodes share this key; a redone
-        # iteration that printed the same values at another time is not a copy
-        key=pl.struct("launch", number.alias("number"), rest, stamp).hash(),
+        key=record_key(pl.col("launch"), number, rest, stamp),
     )
     return found.with_columns(timestamps(found.get_column("timestamp")))
+
+
+def record_key(launch: pl.Expr, number: pl.Expr, rest: pl.Expr, stamp: pl.Expr) -> pl.Expr:
+    """The key copies of one iteration line share: several ranks or nodes print the same
+    line; a redone iteration that printed the same values at another time is not a copy."""
+    return pl.struct(
+        launch.alias("launch"), number.alias("number"), rest.alias("rest"), stamp.alias("stamp")
+    ).hash()
 
 
 def _char_offsets(located: pl.DataFrame) -> pl.DataFrame:

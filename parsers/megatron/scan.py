@@ -18,6 +18,7 @@ from loganalyzer.parsers.megatron.metrics import (
 )
 from loganalyzer.parsers.megatron.records import iteration_records
 from loganalyzer.parsers.megatron.template import read_fields
+from loganalyzer.parsers.megatron.templated import take_reports
 from loganalyzer.textlog import (
     clean,
     kubelet_timestamp,
@@ -96,11 +97,16 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
 
 
 def candidate_lines(frame: pl.DataFrame) -> pl.DataFrame:
-    """The lines this parser reads, without launcher labels and colour codes, with the rank
-    and time stamp the labels gave. Cheap literal tests pick the lines; the regular
-    expressions only ever see those."""
+    """The lines this parser reads: cheap literal tests pick them, so the regular expressions
+    only ever see those."""
+    return frame.filter(pl.col("in_args") | pl.col("text").str.contains(any_of(CANDIDATES)))
+
+
+def unlabelled(frame: pl.DataFrame) -> pl.DataFrame:
+    """The lines without launcher labels and colour codes, with the rank and time stamp the
+    labels gave."""
     text = pl.col("text")
-    return frame.filter(pl.col("in_args") | text.str.contains(any_of(CANDIDATES))).with_columns(
+    return frame.with_columns(
         launcher_rank(text),
         kubelet_timestamp(text).alias("line_stamp"),
         clean(strip_launcher(text)).alias("text"),
@@ -108,7 +114,12 @@ def candidate_lines(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def scan_chunk(lines: pl.DataFrame) -> Chunk:
-    frame = candidate_lines(lines)
+    candidates = candidate_lines(lines)
+    # Report lines in their run's usual shape are read whole; the rest field by field.
+    taken = take_reports(candidates)
+    if taken.lines.len():
+        candidates = candidates.filter(~pl.col("line").is_in(taken.lines.implode()))
+    frame = unlabelled(candidates)
     args = (
         frame.filter(pl.col("in_args"))
         .with_columns(head=pl.col("text").str.extract(f"({ARG_LINE})"))
@@ -130,22 +141,21 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
         pl.concat(found).sort("line").unique(["key", "value"], keep="first", maintain_order=True)
     )
     pieces = split_glued(other, RECORD_START)
-    records = iteration_records(having(pieces, "iteration"))
-    fields = read_fields(records)
-    extras = fields.extras.join(
-        records.select("line", "piece", "launch", "iteration", record_key="key"),
-        on=["line", "piece"],
-        maintain_order="left",
-    ).select(
-        "line",
-        "iteration",
-        name=pl.col("printed").cast(pl.Categorical),
-        value="value",
-        rank=pl.lit(None, dtype=pl.Int32),
-        copy_key=pl.struct("record_key", "printed").hash(),
+    general = iteration_records(having(pieces, "iteration"))
+    fields = read_fields(general)
+    records = general.drop("rest").join(
+        fields.wide, on=["line", "piece"], how="left", maintain_order="left"
     )
+    extras = fields.extras
+    if taken.records.height:
+        records = pl.concat([records, taken.records], how="vertical_relaxed").sort("line", "piece")
+    if taken.extras.height:
+        extras = pl.concat([extras, taken.extras], how="vertical_relaxed").sort(
+            "line", "piece", "position"
+        )
     metrics = pl.concat(
         [
+            taken.rows,
             timers(having(pieces, "time (ms)", ".:")),
             memory_lines(having(pieces, "memory (MB)")),
             checkpoint_saves(having(pieces, "saving checkpoint")),
@@ -154,13 +164,22 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
         how="diagonal_relaxed",
     )
     return Chunk(
-        records=records.drop("rest").join(
-            fields.wide, on=["line", "piece"], how="left", maintain_order="left"
+        records=records,
+        extras=extras.join(
+            records.select("line", "piece", "launch", "iteration", record_key="key"),
+            on=["line", "piece"],
+            maintain_order="left",
+        ).select(
+            "line",
+            "iteration",
+            name=pl.col("printed").cast(pl.Categorical),
+            value="value",
+            rank=pl.lit(None, dtype=pl.Int32),
+            copy_key=pl.struct("record_key", "printed").hash(),
         ),
-        extras=extras,
         metrics=metrics,
         facts=facts,
-        keys=fields.keys,
+        keys=fields.keys | taken.keys,
     )
 
 

@@ -48,7 +48,7 @@ class _Field:
 
     position: int
     printed: str
-    start: int  # characters of the field before its value
+    key: str  # the field's text before its value: spaces, the printed key and the colon
     column: str | None
     divisor: float
 
@@ -63,7 +63,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         if remaining.height == 0:
             break
         template = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
-        fields = _template_fields(template)
+        fields = template_fields(template)
         separators = template.count("|")
         parts = remaining.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest(
             "part"
@@ -72,7 +72,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         matched = parts.filter(fits)
         remaining = remaining.filter(~fits)
         keys.update(f.printed.lower() for f in fields)
-        wide, extra = _read_template(matched, fields)
+        wide, extra = read_template(matched, fields)
         wides.append(wide)
         if extra is not None:
             extras.append(extra)
@@ -99,7 +99,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
         }
     )
     return Fields(
-        wide=_counts_as_integers(pl.concat(wides, how="vertical_relaxed"))
+        wide=counts_as_integers(pl.concat(wides, how="vertical_relaxed"))
         if wides
         else pl.DataFrame(schema=_wide_schema()),
         extras=(
@@ -111,7 +111,7 @@ def read_fields(records: pl.DataFrame) -> Fields:
     )
 
 
-def _counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
+def counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
     """A count printed as nan, inf or past Int64 is no count: null, not a failed cast."""
     counts = [c for c in COLUMNS if c in wide.columns and ITERATION_SCHEMA[c] == pl.Int64]
     return wide.with_columns(pl.col(counts).cast(pl.Int64, strict=False))
@@ -121,7 +121,7 @@ def _wide_schema() -> dict[str, pl.DataType]:
     return {"line": pl.Int64(), "piece": pl.Int32(), **{c: pl.Float64() for c in COLUMNS}}
 
 
-def _template_fields(template: str) -> list[_Field]:
+def template_fields(template: str) -> list[_Field]:
     """The `key:` fields of a template (fields without a colon hold nothing)."""
     fields = []
     for position, text in enumerate(template.split("|")):
@@ -131,7 +131,7 @@ def _template_fields(template: str) -> list[_Field]:
         key = printed.lower()
         divisor = STEP_TIME_FIELDS.get(key)
         column = "step_time_s" if divisor is not None else FIELD_COLUMNS.get(key)
-        fields.append(_Field(position, printed, len(text), column, divisor or 1.0))
+        fields.append(_Field(position, printed, text, column, divisor or 1.0))
     return fields
 
 
@@ -146,24 +146,36 @@ def _fits(template: str, separators: int) -> pl.Expr:
     return pl.all_horizontal(tests)
 
 
-def _read_template(
+def plain_values(parts: pl.DataFrame, fields: list[_Field]) -> pl.DataFrame:
+    """(line, piece) and each field's value as a plain cast reads it, in columns "0", "1",
+    ...: null where the value is no plain number, or the field does not start with its key
+    (what is left then holds the key's colon)."""
+    return parts.select(
+        "line",
+        "piece",
+        *[
+            pl.col(f"field_{f.position}")
+            .str.strip_prefix(f.key)
+            .str.strip_chars()
+            .cast(pl.Float64, strict=False)
+            .alias(str(i))
+            for i, f in enumerate(fields)
+        ],
+    )
+
+
+def read_template(
     parts: pl.DataFrame, fields: list[_Field]
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The wide columns and the extra fields of the lines (split on `|` into `field_<i>`)
     that share one template."""
-    raw = {f.position: pl.col(f"field_{f.position}").str.slice(f.start) for f in fields}
-    values = parts.select(
-        "line",
-        "piece",
-        *[
-            raw[f.position].str.strip_chars().cast(pl.Float64, strict=False).alias(str(i))
-            for i, f in enumerate(fields)
-        ],
-    )
+    values = plain_values(parts, fields)
     # Values a plain cast cannot read (`1,234.5`, `13100.0/13240.9`, `3.4K`) are read by the
     # general number parser; only the fields that have such values pay for it.
     unread = [
-        pl.coalesce(str(i), to_number(raw[f.position])).alias(str(i))
+        pl.coalesce(str(i), to_number(pl.col(f"field_{f.position}").str.slice(len(f.key)))).alias(
+            str(i)
+        )
         for i, f in enumerate(fields)
         if values.get_column(str(i)).null_count()
     ]
@@ -173,6 +185,13 @@ def _read_template(
             .with_columns(unread)
             .select("line", "piece", *[str(i) for i in range(len(fields))])
         )
+    return arranged(values, fields)
+
+
+def arranged(
+    values: pl.DataFrame, fields: list[_Field]
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The wide columns and the extra fields from the fields' values (`plain_values`)."""
     first_of = {}
     for i, f in enumerate(fields):
         if f.column is not None and f.column not in first_of:
