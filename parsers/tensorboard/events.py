@@ -3,8 +3,8 @@
 Most events in a training run's file are one `simple_value` scalar each (what torch's
 SummaryWriter, Megatron, DeepSpeed and HF Trainer write), and they all have the same
 protobuf layout: `wall_time, step, summary{value{tag, simple_value}}`. Those are decoded with
-numpy, all at once; every other event (the file-version header, TF2 tensor scalars, text,
-hyper-parameters, histograms) goes through the protobuf classes one by one.
+numpy, a chunk of records at a time; every other event (the file-version header, TF2 tensor
+scalars, text, hyper-parameters, histograms) goes through the protobuf classes one by one.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ import numpy as np
 import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
-from loganalyzer.parsers.tensorboard.tfrecord import Framed
+from loganalyzer.parsers.tensorboard.tfrecord import Chunk
 
 # The columns of the scalar table, one row per (event, scalar value); a file has few tags,
 # held once each (categorical) rather than once per row.
 SCALAR_SCHEMA = {
-    "tag": pl.Categorical(),
+    "name": pl.Categorical(),
     "step": pl.Int64(),
     "wall_time": pl.Float64(),
     "value": pl.Float64(),
     "record": pl.Int64(),
 }
 VARINT_BYTES = 10
-# Records decoded at once: large enough for numpy to pay, small enough for the cache.
-BATCH_RECORDS = 1 << 18
 _WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 # DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
 _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
@@ -49,38 +47,31 @@ class Text:
 
 @dataclass
 class Decoded:
-    """A file's scalars (long, in record order), texts, hyper-parameters, and what was not
-    a scalar or text (counted by kind, so that a warning can say what was not read)."""
+    """What a file holds besides its scalars: texts, hyper-parameters, and what was not a
+    scalar or text (counted by kind, so that a warning can say what was not read)."""
 
-    scalars: pl.DataFrame
     texts: list[Text] = field(default_factory=list)
     hparams: dict[str, tuple[object, int]] = field(default_factory=dict)
     other: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
 
 
-def decode(framed: Framed) -> Decoded:
-    """Every event of a framed file, `BATCH_RECORDS` at a time (bounded memory)."""
-    fast_frames = []
-    slow = []
-    for first in range(0, len(framed.starts), BATCH_RECORDS):
-        part = slice(first, first + BATCH_RECORDS)
-        batch = Framed(framed.data, framed.starts[part], framed.lengths[part])
-        fast, frame = _simple_scalars(batch)
-        fast_frames.append(frame.with_columns(pl.col("record") + first))
-        slow.append(np.flatnonzero(~fast) + first)
-        framed.release(int(batch.starts[-1]))
-    decoded = _one_by_one(framed, np.concatenate(slow) if slow else np.zeros(0, np.int64))
-    scalars = pl.concat([*fast_frames, decoded.scalars], rechunk=False)
-    fast_frames.clear()
-    # the batches are in record order; only the few events decoded one by one interleave
-    decoded.scalars = scalars.sort("record") if decoded.scalars.height else scalars.rechunk()
-    return decoded
+def scalars(chunk: Chunk, into: Decoded) -> pl.DataFrame:
+    """The chunk's scalars as a long table in record order (`record` counts from the file's
+    first record); its texts, hyper-parameters and what was not read go `into`."""
+    fast, frame = _simple_scalars(chunk)
+    slow = np.flatnonzero(~fast)
+    if len(slow) == 0:
+        return frame
+    others = _one_by_one(chunk, slow, into)
+    if others.height == 0:
+        return frame
+    return pl.concat([frame, others]).sort("record", maintain_order=True)
 
 
-def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
+def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
     """Which records have the one-simple-value layout, and their scalars, decoded at once."""
-    data, starts, lengths = framed.data, framed.starts, framed.lengths
+    data, starts, lengths = chunk.data, chunk.starts, chunk.lengths
     count = len(starts)
     if count == 0:
         return np.zeros(0, dtype=bool), pl.DataFrame(schema=SCALAR_SCHEMA)
@@ -110,11 +101,11 @@ def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]]
     tags = _tags(data, starts[index] + tag_start[index], tag_length[index])
     frame = pl.DataFrame(
         {
-            "tag": tags,
+            "name": tags,
             "step": step[index].astype(np.int64),
             "wall_time": wall[index],
             "value": values.astype(np.float64),
-            "record": index.astype(np.int64),
+            "record": index.astype(np.int64) + chunk.first,
         },
         schema=SCALAR_SCHEMA,
     )
@@ -168,20 +159,21 @@ def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
         row.tobytes()[: int(length)].decode("utf-8", errors="replace")
         for row, length in zip(distinct, lengths[first], strict=True)
     ]
-    return pl.Series("tag", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
+    return pl.Series("name", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
 
 
-def _one_by_one(framed: Framed, records: I64Array) -> Decoded:
-    """The events that are not one simple value, through the protobuf classes."""
+def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
+    """The scalars of the chunk's `records` that are not one simple value, decoded through
+    the protobuf classes; their texts, hyper-parameters and what was not read go `into`."""
     from tensorboard.compat.proto.event_pb2 import Event
 
-    decoded = Decoded(pl.DataFrame(schema=SCALAR_SCHEMA))
     rows: dict[str, list[Any]] = {name: [] for name in SCALAR_SCHEMA}
-    for record in records.tolist():
+    for index in records.tolist():
+        record = chunk.first + index
         try:
-            event = Event.FromString(framed.record(record))
+            event = Event.FromString(chunk.record(index))
         except Exception:  # a record whose CRC checks but is not an Event: counted, not fatal
-            decoded.undecodable += 1
+            into.undecodable += 1
             continue
         if not event.HasField("summary"):
             continue
@@ -191,25 +183,24 @@ def _one_by_one(framed: Framed, records: I64Array) -> Decoded:
             if kind == "simple_value":
                 number: float | None = value.simple_value
             elif kind == "tensor" and plugin == "text":
-                decoded.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
+                into.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
                 continue
             elif kind == "tensor" and plugin == "hparams":
-                _hparams(value.metadata.plugin_data.content, record, decoded.hparams)
+                _hparams(value.metadata.plugin_data.content, record, into.hparams)
                 continue
             elif kind == "tensor":
                 number = _tensor_scalar(value.tensor)
             else:
                 number = None
             if number is None:
-                decoded.other[plugin or kind or "empty"] += 1
+                into.other[plugin or kind or "empty"] += 1
                 continue
-            rows["tag"].append(value.tag)
+            rows["name"].append(value.tag)
             rows["step"].append(event.step)
             rows["wall_time"].append(event.wall_time)
             rows["value"].append(number)
             rows["record"].append(record)
-    decoded.scalars = pl.DataFrame(rows, schema=SCALAR_SCHEMA)
-    return decoded
+    return pl.DataFrame(rows, schema=SCALAR_SCHEMA)
 
 
 def _tensor_scalar(tensor: Any) -> float | None:
