@@ -12,9 +12,14 @@ Restart counts and the last iteration of a batch carry over to the next.
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cache
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from loganalyzer.model import ITERATION_SCHEMA, conform_metrics, conform_table
@@ -94,7 +99,8 @@ class TableBuilder:
         self.last: pl.DataFrame | None = None  # the latest batch's last row, merged onward
         self.parts: list[pl.DataFrame] = []  # DeepSpeed's step-time parts, per batch
         self.metrics: list[pl.DataFrame] = []
-        self.carry: pl.DataFrame | None = None  # per name: last step, restarts so far
+        self.carry: dict[str, tuple[int | None, int]] = {}  # per name: last step, restarts
+        self.ordered = True  # each batch's rows of the table come after the batch before's
 
     def add(self, long: pl.DataFrame) -> None:
         """Reduce one batch of the long table (record order, after the batches before)."""
@@ -116,11 +122,19 @@ class TableBuilder:
             long = long.with_columns(
                 step=pl.when(in_samples).then(pl.col("step") // self.batch).otherwise("step")
             )
-        rowed = long.filter(pl.col("name").is_in(ROWED))
-        if rowed.height:
-            self._add_rowed(self._segmented(rowed))
-        rest = long.filter(~pl.col("name").is_in(list(COLUMNS)))
-        if rest.height or not self.metrics:
+        kept = [name for name in names if name not in copied]
+        rowed_names = [name for name in kept if name in ROWED]
+        if rowed_names:
+            rowed = long
+            if len(rowed_names) < len(kept):
+                rowed = long.filter(pl.col("name").is_in(rowed_names))
+            partial = _in_order(rowed, rowed_names, self.carry)
+            if partial is None:
+                partial = self._grouped(self._segmented(rowed))
+            self._append(partial)
+        others = [name for name in kept if name not in COLUMNS]
+        if others or not self.metrics:
+            rest = long.filter(pl.col("name").is_in(others))
             self.metrics.append(
                 conform_metrics(
                     rest.select(
@@ -137,12 +151,15 @@ class TableBuilder:
         """A restart: a name's step does not move forward. The k-th restart of every name is
         the same restart, so counting them per name numbers the segments alike for all
         names; each name's count and last step carry over from the batches before."""
-        if self.carry is None:
-            rowed = rowed.with_columns(
-                last_step=pl.lit(None, pl.Int64), restarts=pl.lit(None, pl.Int64)
-            )
-        else:
-            rowed = rowed.join(self.carry, on="name", how="left", maintain_order="left")
+        carry = pl.DataFrame(
+            {
+                "name": list(self.carry),
+                "last_step": [last for last, _ in self.carry.values()],
+                "restarts": [restarts for _, restarts in self.carry.values()],
+            },
+            schema={"name": rowed.schema["name"], "last_step": pl.Int64, "restarts": pl.Int64},
+        )
+        rowed = rowed.join(carry, on="name", how="left", maintain_order="left")
         rowed = rowed.with_columns(
             previous=pl.when(pl.int_range(pl.len()).over("name") == 0)
             .then("last_step")
@@ -153,18 +170,14 @@ class TableBuilder:
         rowed = rowed.with_columns(segment=restarts.cast(pl.Int32)).drop(
             "previous", "last_step", "restarts"
         )
-        latest = rowed.group_by("name").agg(
-            last_step=pl.col("step").last(), restarts=pl.col("segment").last().cast(pl.Int64)
-        )
-        if self.carry is not None:
-            kept = self.carry.filter(~pl.col("name").is_in(latest.get_column("name").implode()))
-            latest = pl.concat([kept, latest])
-        self.carry = latest
+        latest = rowed.group_by("name").agg(pl.col("step").last(), pl.col("segment").last())
+        for name, step, segment in latest.iter_rows():
+            self.carry[name] = (step, segment)
         return rowed
 
-    def _add_rowed(self, rowed: pl.DataFrame) -> None:
-        """This batch's rows of the per-iteration table (sorted by segment and step); the
-        last one is held back, as the next batch may log more of its iteration."""
+    def _grouped(self, rowed: pl.DataFrame) -> pl.DataFrame:
+        """This batch's rows of the per-iteration table, sorted by segment and step; the
+        step-time parts aside."""
         partial = (
             rowed.group_by(KEYS, maintain_order=True)
             .agg(wall_time=pl.col("wall_time").min(), line=pl.col("record").min())
@@ -173,7 +186,6 @@ class TableBuilder:
         mapped = rowed.filter(pl.col("name").is_in(list(COLUMNS)))
         if mapped.height:
             columns = sorted({COLUMNS[name][0] for name in mapped.get_column("name").unique()})
-            self.columns.update(columns)
             factor = pl.col("name").replace_strict(
                 {name: factor for name, (_, factor) in COLUMNS.items()}, return_dtype=pl.Float64
             )
@@ -196,11 +208,21 @@ class TableBuilder:
                     *((pl.col("name") == name).any().alias(name) for name in STEP_PARTS_MS),
                 )
             )
+        return partial
+
+    def _append(self, partial: pl.DataFrame) -> None:
+        """Keep a batch's rows of the table; the last one is held back, as the next batch
+        may log more of its iteration (merged then)."""
+        self.columns.update(c for c in partial.columns if c not in (*KEYS, "wall_time", "line"))
+        if partial.get_column("step").null_count():
+            self.ordered = False
         if self.last is not None:
-            if self.last.select(KEYS).row(0) == partial.select(KEYS).row(0):
+            last, first = self.last.select(KEYS).row(0), partial.select(KEYS).row(0)
+            if last == first:
                 merged = _merge(pl.concat([self.last, partial.head(1)], how="diagonal_relaxed"))
                 partial = pl.concat([merged, partial.slice(1)], how="diagonal_relaxed")
             else:
+                self.ordered &= None not in (*last, *first) and last < first
                 self.partials.append(self.last)
         self.partials.append(partial.head(-1))
         self.last = partial.tail(1)
@@ -241,20 +263,18 @@ class TableBuilder:
             return conform_table(pl.DataFrame()), None
         partials = [*self.partials, self.last]
         self.partials, self.last = [], None
-        table = pl.concat(partials, how="diagonal_relaxed", rechunk=False)
-        partials.clear()
-        if not _strictly_increasing(table):
+        table = _joined(partials)
+        if not self.ordered:
             # an iteration logged again after others (or a step left empty): merged as one
             table = _merge(table).sort(KEYS)
         source = self.source
         table = table.with_columns(
-            iteration="step",
-            timestamp=pl.from_epoch(
-                (pl.col("wall_time") * 1e6).round().cast(pl.Int64), "us"
-            ).dt.replace_time_zone("UTC"),
-            source=pl.lit(source),
+            iteration="step", timestamp=_timestamps(table), source=pl.lit(source)
         )
         step_time_source: str | None = "logged step time" if "step_time_s" in self.columns else None
+        if step_time_source is not None:
+            table = table.drop("wall_time")  # freed now: not needed for the step time
+            release_freed_memory()
         if step_time_source is None and self.parts:
             parts = pl.concat(self.parts)
             self.parts = []
@@ -282,7 +302,7 @@ class TableBuilder:
             )
         if batch is not None and "global_batch_size" not in table.columns:
             table = table.with_columns(global_batch_size=pl.lit(batch, dtype=pl.Int64))
-        table = table.with_columns(interval=_interval())
+        table = table.with_columns(interval=_interval(table))
         keep = [c for c in table.columns if c in ITERATION_SCHEMA]
         return conform_table(table.select(keep)), step_time_source
 
@@ -290,6 +310,47 @@ class TableBuilder:
 _EMPTY = pl.DataFrame(
     schema={"iteration": pl.Int64, "name": pl.String, "value": pl.Float64, "line": pl.Int64}
 ).with_columns(source=pl.lit(None, pl.String))
+
+
+def _joined(partials: list[pl.DataFrame]) -> pl.DataFrame:
+    """The batches' rows as one table of one chunk per column (columns of unlike chunks
+    would be copied whole, all at once, by the next operation). Joined a column at a time,
+    each batch's piece freed as soon as it is copied, so that only one column is ever held
+    twice; `partials` is emptied."""
+    names = list(dict.fromkeys(name for partial in partials for name in partial.columns))
+    schema = pl.concat([partial.clear() for partial in partials], how="diagonal_relaxed").schema
+    for index, partial in enumerate(partials):
+        missing = [pl.lit(None, schema[name]).alias(name) for name in names if name not in partial]
+        partials[index] = partial.with_columns(missing) if missing else partial
+    columns: dict[str, pl.Series] = {}
+    for name in names:
+        pieces = [partial.drop_in_place(name) for partial in partials]
+        if all(piece.dtype == schema[name] and not piece.null_count() for piece in pieces):
+            columns[name] = pl.Series(name, np.concatenate([p.to_numpy() for p in pieces]))
+        else:
+            columns[name] = pl.concat(pieces).cast(schema[name]).rechunk()
+        del pieces
+        release_freed_memory()
+    partials.clear()
+    return pl.DataFrame(columns)
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):  # not glibc
+        return None
+    return trim
+
+
+def release_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's `malloc_trim`). numpy's
+    work arrays of a batch are freed between the table's long-lived pieces, where the heap
+    cannot shrink; without this, those holes count in the process's memory for good."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _merge(partials: pl.DataFrame) -> pl.DataFrame:
@@ -303,17 +364,115 @@ def _merge(partials: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _strictly_increasing(table: pl.DataFrame) -> bool:
-    """Each row's (segment, step) after the one before: the batches' rows need no merging."""
-    segment = pl.col("segment").diff()
-    step = pl.col("step").diff()
-    after = ((segment > 0) | ((segment == 0) & (step > 0))).slice(1).fill_null(False).all()
-    return bool(table.select(after).item())
+def _in_order(
+    rowed: pl.DataFrame, names: list[str], carry: dict[str, tuple[int | None, int]]
+) -> pl.DataFrame | None:
+    """A batch's rows of the per-iteration table the way most files log them, with numpy:
+    each name's step moving forward (no restart), the steps of all names never going back,
+    no step-time parts. None for any other batch (grouped by polars instead). `carry` is
+    updated with each name's last step."""
+    segments = {carry.get(name, (None, 0))[1] for name in names}
+    if len(segments) > 1 or any(name in STEP_PARTS_MS for name in names):
+        return None
+    if rowed.get_column("step").null_count() or rowed.get_column("wall_time").null_count():
+        return None
+    step = rowed.get_column("step").to_numpy()
+    wall = rowed.get_column("wall_time").to_numpy()
+    advance = np.diff(step)
+    if (advance < 0).any() or np.isnan(wall).any():
+        return None
+    code = (
+        rowed.select(
+            pl.col("name").replace_strict(
+                {name: index for index, name in enumerate(names)}, return_dtype=pl.Int32
+            )
+        )
+        .to_series()
+        .to_numpy()
+    )
+    lasts: dict[str, int] = {}
+    for index, name in enumerate(names):
+        own = step[code == index]
+        last = carry.get(name, (None, 0))[0]
+        if (np.diff(own) <= 0).any() or (last is not None and own[0] <= last):
+            return None
+        lasts[name] = int(own[-1])
+    (segment,) = segments
+    for name, last_step in lasts.items():
+        carry[name] = (last_step, segment)
+    run = np.zeros(len(step), dtype=np.int64)
+    np.cumsum(advance != 0, out=run[1:])
+    starts = np.flatnonzero(np.r_[True, advance != 0])
+    record = rowed.get_column("record").to_numpy()
+    columns: dict[str, pl.Series] = {
+        "segment": pl.Series(np.full(len(starts), segment, dtype=np.int32)),
+        "step": pl.Series(step[starts]),
+        "wall_time": pl.Series(np.minimum.reduceat(wall, starts)),
+        "line": pl.Series(record[starts]),
+    }
+    value = rowed.get_column("value").to_numpy()
+    for column in sorted({COLUMNS[name][0] for name in names}):
+        codes = [index for index, name in enumerate(names) if COLUMNS[name][0] == column]
+        factors = np.array([COLUMNS[name][1] for name in names])
+        rows = np.flatnonzero(np.isin(code, codes))
+        runs = run[rows]
+        first = np.r_[True, runs[1:] != runs[:-1]]
+        rows, runs = rows[first], runs[first]
+        values = np.zeros(len(starts))
+        values[runs] = value[rows] * factors[code[rows]]
+        series = pl.Series(values)
+        if len(runs) < len(starts):
+            series = series.scatter(np.setdiff1d(np.arange(len(starts)), runs), None)
+        columns[column] = series
+    return pl.DataFrame(columns)
 
 
-def _interval() -> pl.Expr:
+def _timestamps(table: pl.DataFrame) -> pl.Series | pl.Expr:
+    """The wall times (Unix seconds) as UTC datetimes to the microsecond (rounded half to
+    even, as polars rounds), with numpy when every one is a finite number."""
+    wall = table.get_column("wall_time")
+    if wall.null_count() or not wall.is_finite().all():
+        micros = (pl.col("wall_time") * 1e6).round().cast(pl.Int64)
+        expression: pl.Expr = pl.from_epoch(micros, "us").dt.replace_time_zone("UTC")
+        return expression
+    scaled: npt.NDArray[np.float64] = wall.to_numpy() * 1e6
+    np.rint(scaled, out=scaled)
+    stamps: pl.Series = pl.Series(scaled.astype(np.int64)).cast(pl.Datetime("us", "UTC"))
+    del scaled
+    release_freed_memory()
+    return stamps
+
+
+def _interval(table: pl.DataFrame) -> pl.Series | pl.Expr:
     """Iterations a record covers: the step from the segment's previous record; a segment's
-    first record covers the most common step (or its own iteration number, if smaller)."""
+    first record covers the most common step (the smallest of ties), or its own iteration
+    number if smaller. The table is sorted by segment and iteration: a segment's rows are
+    one slice, and numpy needs no group-by (whose work columns would triple the table's
+    memory for a moment)."""
+    iteration = table.get_column("iteration")
+    if iteration.null_count():
+        return _interval_by_group()
+    it = iteration.to_numpy()
+    segment = table.get_column("segment").to_numpy()
+    interval = np.empty(len(it), dtype=np.int64)
+    interval[1:] = np.diff(it)
+    bounds = [*np.flatnonzero(segment[1:] != segment[:-1]) + 1, len(it)]
+    first = 0
+    for end in bounds:
+        steps = interval[first + 1 : end]
+        if len(steps):
+            values, counts = np.unique(steps, return_counts=True)
+            interval[first] = min(int(values[np.argmax(counts)]), int(it[first]))
+            del values, counts
+            release_freed_memory()
+        else:
+            interval[first] = it[first]
+        first = end
+    return pl.Series(np.maximum(interval, 1, out=interval))
+
+
+def _interval_by_group() -> pl.Expr:
+    """`_interval` for a table with rows of unknown iteration, with polars' windows."""
     step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
     typical = step.drop_nulls().mode().min().over("segment")
     first = pl.min_horizontal(typical, pl.col("iteration"))

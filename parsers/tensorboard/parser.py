@@ -24,6 +24,7 @@ from loganalyzer.parsers.scalar_table import (
     TableBuilder,
     Tables,
     Unknown,
+    release_freed_memory,
     sample_batch,
     sample_steps,
 )
@@ -110,6 +111,7 @@ def _stream(
     decoded = Decoded()
     for chunk in framer:
         builder.add(scalars(chunk, decoded))
+        release_freed_memory()
     if framer.records == 0:
         raise InputError(f"{source}: no intact TensorBoard record; is it an event file?")
     framing = framing_warnings(

@@ -39,7 +39,7 @@ PREDICT_MAX = 1 << 16
 # Records whose CRCs are checked at once (the work arrays grow with them), and records framed
 # and handed on at once (the reader's tables are built chunk by chunk).
 CHECK_RECORDS = 8192
-CHUNK_RECORDS = 65536
+CHUNK_RECORDS = 1 << 16
 
 
 @dataclass
