@@ -421,8 +421,10 @@ def _in_order(
         values = np.zeros(len(starts))
         values[runs] = value[rows] * factors[code[rows]]
         series = pl.Series(values)
-        if len(runs) < len(starts):
-            series = series.scatter(np.setdiff1d(np.arange(len(starts)), runs), None)
+        if len(runs) < len(starts):  # iterations that did not log this column: null
+            present = np.zeros(len(starts), dtype=bool)
+            present[runs] = True
+            series = series.scatter(np.flatnonzero(~present), None)
         columns[column] = series
     return pl.DataFrame(columns)
 

@@ -341,3 +341,23 @@ def test_a_file_read_in_chunks_is_read_as_whole(
         assert chunked.metrics.equals(whole.metrics), path
         assert chunked.warnings == whole.warnings, path
         assert chunked.config == whole.config, path
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(st.binary(min_size=0, max_size=600), min_size=1, max_size=20),
+    copies=st.integers(min_value=1, max_value=100),
+)
+def test_crcs_by_length_tables_are_crc32c(records: list[bytes], copies: int) -> None:
+    """Records of a common length (checked by distance tables) and of rare ones (byte at a
+    time) get the CRC-32C that the C library computes."""
+    from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
+
+    many = records * copies
+    data = np.frombuffer(b"".join(many) or b"\0", dtype=np.uint8)
+    lengths = np.array([len(r) for r in many], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    assert masked_crcs(data, starts, lengths).tolist() == [_fast_masked_crc32c(r) for r in many]
+    assert masked_length_crcs(lengths).tolist() == [
+        _fast_masked_crc32c(len(r).to_bytes(8, "little")) for r in many
+    ]

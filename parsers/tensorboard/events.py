@@ -33,6 +33,7 @@ _WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0
 # DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
 _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 DT_STRING = 7
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, bits well mixed (Fibonacci hashing)
 
 
 @dataclass(frozen=True)
@@ -149,16 +150,22 @@ def _varint(data: U8Array, at: I64Array) -> tuple[I64Array, I64Array]:
 
 
 def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
-    """Each record's tag as a string; the few distinct tags are decoded once each."""
-    width = int(lengths.max()) if len(lengths) else 0
-    matrix = _gather(data, at, max(width, 1))
-    matrix[np.arange(max(width, 1))[None, :] >= lengths[:, None]] = 0
-    rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, matrix.shape[1]))).ravel()
-    distinct, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-    names = [
-        row.tobytes()[: int(length)].decode("utf-8", errors="replace")
-        for row, length in zip(distinct, lengths[first], strict=True)
-    ]
+    """Each record's tag as a string; the few distinct tags are decoded once each. Tags are
+    told apart by a hash of their bytes and length (sorting 8-byte keys, not byte strings),
+    and every tag is then compared whole with the one its hash names."""
+    width = -(-max(int(lengths.max()) if len(lengths) else 0, 1) // 8) * 8
+    matrix = _gather(data, at, width)
+    matrix[np.arange(width)[None, :] >= lengths[:, None]] = 0
+    words = matrix.view("<u8")
+    key = lengths.astype(np.uint64)
+    for column in words.T:
+        key = key * _HASH_MULTIPLIER ^ column
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    same = (words == words[first][inverse]).all() and (lengths == lengths[first][inverse]).all()
+    if not same:  # two tags with one hash: told apart by their bytes and length instead
+        rows = np.concatenate([words, lengths[:, None].astype(np.uint64)], axis=1)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    names = [bytes(matrix[row, : lengths[row]]).decode("utf-8", errors="replace") for row in first]
     return pl.Series("name", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
 
 

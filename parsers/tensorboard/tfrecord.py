@@ -24,6 +24,7 @@ import numpy as np
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.crc import CRC32C_POLY, I64Array, U8Array, crc_many, masked_crc32c
 from loganalyzer.parsers.framing import Damage
+from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
@@ -38,7 +39,7 @@ PREDICT_MIN = 256
 PREDICT_MAX = 1 << 16
 # Records whose CRCs are checked at once (the work arrays grow with them), and records framed
 # and handed on at once (the reader's tables are built chunk by chunk).
-CHECK_RECORDS = 8192
+CHECK_RECORDS = 65536
 CHUNK_RECORDS = 1 << 16
 
 
@@ -228,13 +229,8 @@ def _intact_prefix(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
 
 
 def _intact(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
-    heads = starts - HEADER
-    length_ok = _stored(data, heads + 8) == masked_crc32c(
-        crc_many(data, heads, np.full(len(heads), 8, dtype=np.int64), CRC32C_POLY)
-    )
-    data_ok = _stored(data, starts + lengths) == masked_crc32c(
-        crc_many(data, starts, lengths, CRC32C_POLY)
-    )
+    length_ok = _stored(data, starts - HEADER + 8) == masked_length_crcs(lengths)
+    data_ok = _stored(data, starts + lengths) == masked_crcs(data, starts, lengths)
     bad = np.flatnonzero(~(length_ok & data_ok))
     return int(bad[0]) if len(bad) else len(starts)
 
