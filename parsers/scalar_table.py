@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +33,8 @@ from loganalyzer.parsers.metric_names import (
 )
 
 KEYS = ["segment", "step"]
+# Steps between records below this are counted in an array (no sort) to find the mode.
+MODE_COUNTS = 1 << 20
 ROWED = [*COLUMNS, *STEP_PARTS_MS]
 
 
@@ -218,9 +221,13 @@ class TableBuilder:
             self.ordered = False
         if self.last is not None:
             last, first = self.last.select(KEYS).row(0), partial.select(KEYS).row(0)
-            if last == first:
+            if last == first:  # merged as a row of its own: the batch's columns stay as built
                 merged = _merge(pl.concat([self.last, partial.head(1)], how="diagonal_relaxed"))
-                partial = pl.concat([merged, partial.slice(1)], how="diagonal_relaxed")
+                partial = partial.slice(1)
+                if partial.height == 0:
+                    self.last = merged
+                    return
+                self.partials.append(merged)
             else:
                 self.ordered &= None not in (*last, *first) and last < first
                 self.partials.append(self.last)
@@ -263,17 +270,19 @@ class TableBuilder:
             return conform_table(pl.DataFrame()), None
         partials = [*self.partials, self.last]
         self.partials, self.last = [], None
-        table = _joined(partials)
+        logged = "step_time_s" in self.columns
+        # with the step time logged, the wall times are needed only as timestamps
+        table = _joined(partials, stamped=self.ordered and logged)
         if not self.ordered:
             # an iteration logged again after others (or a step left empty): merged as one
             table = _merge(table).sort(KEYS)
+        if "timestamp" not in table.columns:
+            table = table.with_columns(timestamp=_timestamps(table))
         source = self.source
-        table = table.with_columns(
-            iteration="step", timestamp=_timestamps(table), source=pl.lit(source)
-        )
-        step_time_source: str | None = "logged step time" if "step_time_s" in self.columns else None
-        if step_time_source is not None:
-            table = table.drop("wall_time")  # freed now: not needed for the step time
+        table = table.with_columns(iteration="step", source=pl.lit(source))
+        step_time_source = "logged step time" if logged else None
+        if logged and "wall_time" in table.columns:
+            table = table.drop("wall_time")
             release_freed_memory()
         if step_time_source is None and self.parts:
             parts = pl.concat(self.parts)
@@ -312,11 +321,13 @@ _EMPTY = pl.DataFrame(
 ).with_columns(source=pl.lit(None, pl.String))
 
 
-def _joined(partials: list[pl.DataFrame]) -> pl.DataFrame:
+def _joined(partials: list[pl.DataFrame], stamped: bool) -> pl.DataFrame:
     """The batches' rows as one table of one chunk per column (columns of unlike chunks
     would be copied whole, all at once, by the next operation). Joined a column at a time,
     each batch's piece freed as soon as it is copied, so that only one column is ever held
-    twice; `partials` is emptied."""
+    twice; `partials` is emptied. With `stamped`, the wall times become the `timestamp`
+    column piece by piece, never held whole as seconds; a segment number shared by every
+    row is held once."""
     names = list(dict.fromkeys(name for partial in partials for name in partial.columns))
     schema = pl.concat([partial.clear() for partial in partials], how="diagonal_relaxed").schema
     for index, partial in enumerate(partials):
@@ -325,14 +336,40 @@ def _joined(partials: list[pl.DataFrame]) -> pl.DataFrame:
     columns: dict[str, pl.Series] = {}
     for name in names:
         pieces = [partial.drop_in_place(name) for partial in partials]
-        if all(piece.dtype == schema[name] and not piece.null_count() for piece in pieces):
-            columns[name] = pl.Series(name, np.concatenate([p.to_numpy() for p in pieces]))
+        plain = all(piece.dtype == schema[name] and not piece.null_count() for piece in pieces)
+        if plain and stamped and name == "wall_time":
+            stamps = _stamped(pieces)
+            if stamps is not None:
+                columns["timestamp"] = stamps
+                continue
+        if plain:
+            arrays = [chunk.to_numpy() for piece in pieces for chunk in piece.get_chunks()]
+            columns[name] = pl.Series(name, np.concatenate(arrays))
+            del arrays
         else:
             columns[name] = pl.concat(pieces).cast(schema[name]).rechunk()
         del pieces
         release_freed_memory()
     partials.clear()
-    return pl.DataFrame(columns)
+    segment = columns.pop("segment")
+    if segment.n_unique() == 1:  # no restart: one number for every row
+        return pl.DataFrame(columns).with_columns(pl.lit(segment[0], pl.Int32).alias("segment"))
+    return pl.DataFrame({"segment": segment, **columns})
+
+
+def _stamped(pieces: list[pl.Series]) -> pl.Series | None:
+    """Wall times (Unix seconds) as UTC datetimes to the microsecond, rounded half to even
+    as polars rounds (`_timestamps`), a piece at a time; None if one is not finite."""
+    stamps = np.empty(sum(len(piece) for piece in pieces), dtype=np.int64)
+    at = 0
+    for piece in pieces:
+        seconds = piece.to_numpy()
+        if not np.isfinite(seconds).all():
+            return None
+        stamps[at : at + len(seconds)] = np.rint(seconds * 1e6)
+        at += len(seconds)
+    stamped: pl.Series = pl.Series("timestamp", stamps).cast(pl.Datetime("us", "UTC"))
+    return stamped
 
 
 @cache
@@ -404,29 +441,64 @@ def _in_order(
     np.cumsum(advance != 0, out=run[1:])
     starts = np.flatnonzero(np.r_[True, advance != 0])
     record = rowed.get_column("record").to_numpy()
-    columns: dict[str, pl.Series] = {
-        "segment": pl.Series(np.full(len(starts), segment, dtype=np.int32)),
-        "step": pl.Series(step[starts]),
-        "wall_time": pl.Series(np.minimum.reduceat(wall, starts)),
-        "line": pl.Series(record[starts]),
+    columns: dict[str, npt.NDArray[Any]] = {
+        "segment": np.full(len(starts), segment, dtype=np.int32),
+        "step": step[starts],
+        "wall_time": np.minimum.reduceat(wall, starts),
+        "line": record[starts],
     }
+    absent: dict[str, npt.NDArray[np.bool_]] = {}
     value = rowed.get_column("value").to_numpy()
+    factors = np.array([COLUMNS[name][1] for name in names])
     for column in sorted({COLUMNS[name][0] for name in names}):
         codes = [index for index, name in enumerate(names) if COLUMNS[name][0] == column]
-        factors = np.array([COLUMNS[name][1] for name in names])
         rows = np.flatnonzero(np.isin(code, codes))
         runs = run[rows]
         first = np.r_[True, runs[1:] != runs[:-1]]
         rows, runs = rows[first], runs[first]
-        values = np.zeros(len(starts))
-        values[runs] = value[rows] * factors[code[rows]]
-        series = pl.Series(values)
+        columns[column] = np.zeros(len(starts))
+        columns[column][runs] = value[rows] * factors[code[rows]]
         if len(runs) < len(starts):  # iterations that did not log this column: null
-            present = np.zeros(len(starts), dtype=bool)
-            present[runs] = True
-            series = series.scatter(np.flatnonzero(~present), None)
-        columns[column] = series
-    return pl.DataFrame(columns)
+            absent[column] = np.ones(len(starts), dtype=bool)
+            absent[column][runs] = False
+    return _frame(columns, absent)
+
+
+def _frame(
+    columns: dict[str, npt.NDArray[Any]], absent: dict[str, npt.NDArray[np.bool_]]
+) -> pl.DataFrame:
+    """numpy columns as a frame, the `absent` values null. The columns stay numpy's memory
+    (polars copies a column to null one of its values): a batch usually splits iterations
+    only at its first and last rows, which become frames of their own."""
+    count = len(columns["step"])
+    incomplete = np.zeros(count, dtype=bool)
+    for where in absent.values():
+        incomplete |= where
+    if not incomplete.any():
+        return _plain(columns)
+    low = 1 if incomplete[0] else 0
+    high = count - 1 if incomplete[-1] else count
+    if low >= high or incomplete[low:high].any():
+        return _nulled(columns, absent, slice(0, count))
+    pieces = [_nulled(columns, absent, slice(0, 1))] if low else []
+    pieces.append(_plain({name: values[low:high] for name, values in columns.items()}))
+    if high < count:
+        pieces.append(_nulled(columns, absent, slice(high, count)))
+    return pl.concat(pieces, rechunk=False)
+
+
+def _plain(columns: dict[str, npt.NDArray[Any]]) -> pl.DataFrame:
+    return pl.DataFrame({name: pl.Series(values) for name, values in columns.items()})
+
+
+def _nulled(
+    columns: dict[str, npt.NDArray[Any]], absent: dict[str, npt.NDArray[np.bool_]], rows: slice
+) -> pl.DataFrame:
+    frame = _plain({name: values[rows] for name, values in columns.items()})
+    return frame.with_columns(
+        frame.get_column(name).scatter(np.flatnonzero(where[rows]), None)
+        for name, where in absent.items()
+    )
 
 
 def _timestamps(table: pl.DataFrame) -> pl.Series | pl.Expr:
@@ -455,22 +527,33 @@ def _interval(table: pl.DataFrame) -> pl.Series | pl.Expr:
     if iteration.null_count():
         return _interval_by_group()
     it = iteration.to_numpy()
-    segment = table.get_column("segment").to_numpy()
     interval = np.empty(len(it), dtype=np.int64)
-    interval[1:] = np.diff(it)
-    bounds = [*np.flatnonzero(segment[1:] != segment[:-1]) + 1, len(it)]
+    np.subtract(it[1:], it[:-1], out=interval[1:])
+    segment = table.get_column("segment")
+    bounds = [len(it)]
+    if segment.n_unique() > 1:
+        numbers = segment.to_numpy()
+        bounds = [*np.flatnonzero(numbers[1:] != numbers[:-1]) + 1, len(it)]
     first = 0
     for end in bounds:
         steps = interval[first + 1 : end]
-        if len(steps):
-            values, counts = np.unique(steps, return_counts=True)
-            interval[first] = min(int(values[np.argmax(counts)]), int(it[first]))
-            del values, counts
-            release_freed_memory()
-        else:
-            interval[first] = it[first]
+        interval[first] = min(_mode(steps), int(it[first])) if len(steps) else it[first]
         first = end
-    return pl.Series(np.maximum(interval, 1, out=interval))
+    np.maximum(interval, 1, out=interval)
+    if (interval == interval[0]).all():  # one step throughout: held once
+        constant = int(interval[0])
+        del interval
+        release_freed_memory()
+        return pl.lit(constant, pl.Int64)
+    return pl.Series(interval)
+
+
+def _mode(steps: npt.NDArray[np.int64]) -> int:
+    """The most common step (the smallest of ties); counted in place for small steps."""
+    if steps.min() >= 0 and steps.max() < MODE_COUNTS:
+        return int(np.argmax(np.bincount(steps)))
+    values, counts = np.unique(steps, return_counts=True)
+    return int(values[np.argmax(counts)])
 
 
 def _interval_by_group() -> pl.Expr:

@@ -1,6 +1,6 @@
 """The per-iteration and metrics tables built from a long table of scalars in batches (as the
-TensorBoard reader does, chunk by chunk) are the ones built from the whole long table at once
-(as the W&B reader does)."""
+TensorBoard reader does, chunk by chunk, most batches reduced with numpy) are the ones built
+from the whole long table at once by polars' group-bys."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loganalyzer.parsers import scalar_table
 from loganalyzer.parsers.scalar_table import (
     NeedsSampleBatch,
     TableBuilder,
@@ -38,7 +39,7 @@ NAMES = (
 events = st.lists(
     st.tuples(
         st.sampled_from(NAMES),
-        st.integers(min_value=-3, max_value=6),  # step advance; below 1 a restart or repeat
+        st.sampled_from([-3, 0, 1, 1, 1, 1, 2, 5]),  # step advance; below 1 a restart or repeat
         st.integers(min_value=0, max_value=64).map(lambda half: half / 2),  # sums stay exact
         st.booleans(),  # the wall time is logged
     ),
@@ -78,7 +79,9 @@ def test_tables_built_in_batches_are_the_whole_tables(
     rows: list[tuple[str, int, float, bool]], cuts: list[int], samples: bool
 ) -> None:
     long = _long(rows, samples)
-    whole = build_tables(long, "run")
+    with pytest.MonkeyPatch.context() as patch:  # every batch grouped by polars: the reference
+        patch.setattr(scalar_table, "_in_order", lambda *_: None)
+        whole = build_tables(long, "run")
     builder = TableBuilder("run", sample_batch(sample_steps(long)))
     bounds = sorted({0, long.height, *(cut % (long.height + 1) for cut in cuts)})
     for start, end in itertools.pairwise(bounds):
@@ -90,3 +93,34 @@ def test_a_builder_without_the_sample_batch_asks_for_it() -> None:
     long = _long([("Train/Samples/train_loss", 1, 1.0, True)], samples=True)
     with pytest.raises(NeedsSampleBatch):
         TableBuilder("run", Unknown.BATCH).add(long)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 64])
+def test_iterations_split_between_batches_or_missing_a_column(size: int) -> None:
+    """Loss at every step, the learning rate at every other, in batches of `size` rows: an
+    iteration cut by a batch's edge is merged; one that never logged a column keeps a null.
+    Reduced with numpy (every name's step moves forward), checked against polars."""
+    rows = [(name, step) for step in range(1, 61) for name in ("lm loss", "learning-rate")]
+    rows = [(name, step) for name, step in rows if name == "lm loss" or step % 2 == 0]
+    long = pl.DataFrame(
+        {
+            "name": [name for name, _ in rows],
+            "step": [step for _, step in rows],
+            "wall_time": [1_795_000_000.0 + index for index in range(len(rows))],
+            "value": [step / 4 for _, step in rows],
+        }
+    ).with_columns(pl.col("name").cast(pl.Categorical), record=pl.int_range(pl.len()))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scalar_table, "_in_order", lambda *_: None)
+        whole = build_tables(long, "run")
+    fast = []
+    builder = TableBuilder("run", None)
+    with pytest.MonkeyPatch.context() as patch:
+        in_order = scalar_table._in_order
+        patch.setattr(scalar_table, "_in_order", lambda *a: fast.append(in_order(*a)) or fast[-1])
+        for start in range(0, long.height, size):
+            builder.add(long.slice(start, size))
+    batched = builder.finish()
+    _assert_same(batched, whole)
+    assert all(frame is not None for frame in fast)
+    assert batched.table["lr"].null_count() == 30
