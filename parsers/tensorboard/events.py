@@ -34,6 +34,9 @@ _WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0
 _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 DT_STRING = 7
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, bits well mixed (Fibonacci hashing)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+# The low k bytes of a little-endian word, for k = 0..8.
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,17 @@ def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], 
     step, step_bytes = _varint(data, starts + 10)
     position = 9 + np.where(has_step, 1 + step_bytes, 0)
     step = np.where(has_step, step, 0)
-    ok &= _at(data, starts, position) == _SUMMARY
-    summary_length = _at(data, starts, position + 1).astype(np.int64)
+    # the summary's, its value's and the tag's field keys and lengths: 6 bytes of one word
+    # (the checks below hold only for records that hold all of them)
+    head = _read(data, starts + position, "<u8")
+    ok &= _byte(head, 0) == _SUMMARY
+    summary_length = _byte(head, 1)
     ok &= (summary_length < 0x80) & (summary_length == lengths - position - 2)
-    ok &= _at(data, starts, position + 2) == _VALUE
-    value_length = _at(data, starts, position + 3).astype(np.int64)
+    ok &= _byte(head, 2) == _VALUE
+    value_length = _byte(head, 3)
     ok &= (value_length < 0x80) & (value_length == lengths - position - 4)
-    ok &= _at(data, starts, position + 4) == _TAG
-    tag_length = _at(data, starts, position + 5).astype(np.int64)
+    ok &= _byte(head, 4) == _TAG
+    tag_length = _byte(head, 5)
     ok &= tag_length < 0x80
     tag_start = position + 6
     ok &= (_at(data, starts, tag_start + tag_length) == _SIMPLE) & (
@@ -120,43 +126,81 @@ def _at(data: U8Array, starts: I64Array, offset: I64Array | int) -> U8Array:
     return np.where(inside, data[np.minimum(where, len(data) - 1)], 0).astype(np.uint8)
 
 
+def _byte(words: np.ndarray[Any, Any], index: int) -> I64Array:
+    """Byte `index` of each little-endian word."""
+    byte: I64Array = ((words >> np.uint64(8 * index)) & np.uint64(0xFF)).astype(np.int64)
+    return byte
+
+
 def _gather(data: U8Array, at: I64Array, width: int) -> U8Array:
     index = at[:, None] + np.arange(width, dtype=np.int64)[None, :]
     np.clip(index, 0, len(data) - 1, out=index)
     return np.ascontiguousarray(data[index])
 
 
-def _f8(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float64]]:
-    values: np.ndarray[Any, np.dtype[np.float64]] = _gather(data, at, 8).view("<f8").ravel()
+def _read(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
+    """The little-endian number of `dtype` starting at each byte offset, read through a view
+    of the data with one element at every byte (no index matrix); an offset too near the
+    end of the data reads its last byte again, as `_gather` does."""
+    size = np.dtype(dtype).itemsize
+    last = len(data) - size
+    if last < 0:
+        short: np.ndarray[Any, Any] = _gather(data, at, size).view(dtype).ravel()
+        return short
+    every_byte = np.ndarray((last + 1,), dtype=dtype, buffer=data, strides=(1,))
+    values: np.ndarray[Any, Any] = every_byte[np.minimum(at, last)]
+    beyond = np.flatnonzero(at > last)
+    if len(beyond):
+        values[beyond] = _gather(data, at[beyond], size).view(dtype).ravel()
     return values
+
+
+def _f8(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float64]]:
+    return _read(data, at, "<f8")
 
 
 def _f4(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float32]]:
-    values: np.ndarray[Any, np.dtype[np.float32]] = _gather(data, at, 4).view("<f4").ravel()
-    return values
+    return _read(data, at, "<f4")
 
 
 def _varint(data: U8Array, at: I64Array) -> tuple[I64Array, I64Array]:
     """Protobuf varints at each offset: their values (int64, as protobuf's int64 reads them)
-    and how many bytes each took."""
+    and how many bytes each took. One 8-byte word holds a varint of up to 56 bits (any
+    step below 2^56): its 7-bit groups are packed with shifts and masks; longer ones
+    (negative steps) are read byte by byte."""
+    word = _read(data, at, "<u8")
+    stops = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
+    lowest = stops & (~stops + np.uint64(1))  # the first of them
+    length = (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) // 8
+    word &= (lowest << np.uint64(1)) - np.uint64(1)
+    value = np.zeros(len(at), dtype=np.uint64)
+    for group in range(8):
+        value |= (word >> np.uint64(group)) & np.uint64(0x7F << (7 * group))
+    long = np.flatnonzero(lowest == 0)
+    if len(long):
+        value[long], length[long] = _varint_bytes(data, at[long])
+    return value.view(np.int64), length
+
+
+def _varint_bytes(data: U8Array, at: I64Array) -> tuple[np.ndarray[Any, Any], I64Array]:
     raw = _gather(data, at, VARINT_BYTES)
     ends = raw < 0x80
     length = np.where(ends.any(axis=1), ends.argmax(axis=1) + 1, VARINT_BYTES).astype(np.int64)
     used = np.arange(VARINT_BYTES)[None, :] < length[:, None]
     parts = (raw & 0x7F).astype(np.uint64) * used
     shifts = (7 * np.arange(VARINT_BYTES, dtype=np.uint64))[None, :]
-    value = np.bitwise_or.reduce(parts << shifts, axis=1)
-    return value.view(np.int64), length
+    return np.bitwise_or.reduce(parts << shifts, axis=1), length
 
 
 def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
     """Each record's tag as a string; the few distinct tags are decoded once each. Tags are
     told apart by a hash of their bytes and length (sorting 8-byte keys, not byte strings),
     and every tag is then compared whole with the one its hash names."""
-    width = -(-max(int(lengths.max()) if len(lengths) else 0, 1) // 8) * 8
-    matrix = _gather(data, at, width)
-    matrix[np.arange(width)[None, :] >= lengths[:, None]] = 0
-    words = matrix.view("<u8")
+    width = -(-max(int(lengths.max()) if len(lengths) else 0, 1) // 8)
+    words = np.empty((len(at), width), dtype=np.uint64)
+    for column in range(width):
+        kept = np.clip(lengths - 8 * column, 0, 8)
+        words[:, column] = _read(data, at + 8 * column, "<u8") & _BYTE_MASKS[kept]
     key = lengths.astype(np.uint64)
     for column in words.T:
         key = key * _HASH_MULTIPLIER ^ column
@@ -165,7 +209,10 @@ def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
     if not same:  # two tags with one hash: told apart by their bytes and length instead
         rows = np.concatenate([words, lengths[:, None].astype(np.uint64)], axis=1)
         _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    names = [bytes(matrix[row, : lengths[row]]).decode("utf-8", errors="replace") for row in first]
+    names = [
+        bytes(data[at[row] : at[row] + lengths[row]]).decode("utf-8", errors="replace")
+        for row in first
+    ]
     return pl.Series("name", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
 
 
