@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
-from loganalyzer.parsers.tensorboard.tfrecord import Chunk
+from loganalyzer.parsers.tensorboard.tfrecord import Chunk, numbers_at
 
 # The columns of the scalar table, one row per (event, scalar value); a file has few tags,
 # held once each (categorical) rather than once per row.
@@ -147,8 +147,7 @@ def _read(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
     if last < 0:
         short: np.ndarray[Any, Any] = _gather(data, at, size).view(dtype).ravel()
         return short
-    every_byte = np.ndarray((last + 1,), dtype=dtype, buffer=data, strides=(1,))
-    values: np.ndarray[Any, Any] = every_byte[np.minimum(at, last)]
+    values: np.ndarray[Any, Any] = numbers_at(data, np.minimum(at, last), dtype)
     beyond = np.flatnonzero(at > last)
     if len(beyond):
         values[beyond] = _gather(data, at[beyond], size).view(dtype).ravel()

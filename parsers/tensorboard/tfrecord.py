@@ -18,11 +18,19 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from loganalyzer.errors import InputError
-from loganalyzer.parsers.crc import CRC32C_POLY, I64Array, U8Array, crc_many, masked_crc32c
+from loganalyzer.parsers.crc import (
+    CRC32C_POLY,
+    I64Array,
+    U8Array,
+    U32Array,
+    crc_many,
+    masked_crc32c,
+)
 from loganalyzer.parsers.framing import Damage
 from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
 
@@ -210,8 +218,7 @@ def _stored_length(data: U8Array, heads: I64Array) -> I64Array:
     """The u64 length field at each head (heads at least HEADER bytes before the end); a
     length past the end of the data (up to 2^64 - 1 in a damaged header) reads as the data's
     size, which no record fits in."""
-    index = heads[:, None] + np.arange(8, dtype=np.int64)[None, :]
-    stored = np.ascontiguousarray(data[index]).view("<u8").ravel()
+    stored = numbers_at(data, heads, "<u8")
     size = np.uint64(len(data))
     lengths: I64Array = np.minimum(stored, size).astype(np.int64)
     return lengths
@@ -235,10 +242,19 @@ def _intact(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
     return int(bad[0]) if len(bad) else len(starts)
 
 
-def _stored(data: U8Array, at: I64Array) -> U8Array:
+def _stored(data: U8Array, at: I64Array) -> U32Array:
     """The little-endian u32 stored at each offset."""
-    index = at[:, None] + np.arange(4, dtype=np.int64)[None, :]
-    return np.ascontiguousarray(data[index]).view("<u4").ravel()
+    stored: U32Array = numbers_at(data, at, "<u4")
+    return stored
+
+
+def numbers_at(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
+    """The little-endian number of `dtype` at each byte offset (each leaving room for it),
+    read through a view of the data with an element at every byte: no index matrix."""
+    size = np.dtype(dtype).itemsize
+    every_byte = np.ndarray((max(len(data) - size + 1, 0),), dtype, buffer=data, strides=(1,))
+    numbers: np.ndarray[Any, Any] = every_byte[at]
+    return numbers
 
 
 def _length_checks(data: U8Array, head: int) -> bool:
