@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loganalyzer.cli import main
+from loganalyzer.parsers.framing import Damage
 from loganalyzer.parsers.tensorboard import TensorBoardParser
-from loganalyzer.parsers.tensorboard.tfrecord import frame
+from loganalyzer.parsers.tensorboard.tfrecord import Framer
 from tests.conftest import FIXTURES, ROOT, assert_golden
 
 STEPS = 100_000
@@ -35,6 +37,32 @@ def _fast_masked_crc32c(data: bytes) -> int:
 
     crc = crc32c.crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+@dataclass
+class Framed:
+    """A file's records framed whole: the framer's chunks joined."""
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    records: list[bytes]
+    damage: list[Damage]
+    cut_at: int | None
+
+    def record(self, index: int) -> bytes:
+        return self.records[index]
+
+
+def frame(data: np.ndarray) -> Framed:
+    framer = Framer(data)
+    chunks = list(framer)
+    return Framed(
+        np.concatenate([np.zeros(0, np.int64), *(chunk.starts for chunk in chunks)]),
+        np.concatenate([np.zeros(0, np.int64), *(chunk.lengths for chunk in chunks)]),
+        [chunk.record(i) for chunk in chunks for i in range(len(chunk.starts))],
+        framer.damage,
+        framer.cut_at,
+    )
 
 
 def test_the_fast_crc_is_tensorboards() -> None:
@@ -246,12 +274,14 @@ def test_a_folder_of_event_files_is_one_run_with_a_segment_per_file(tmp_path: Pa
     count=st.integers(min_value=40, max_value=400),
     at=st.integers(min_value=0),
     damage=st.sampled_from(["flip", "huge_length", "max_length", "cut"]),
+    chunk=st.sampled_from([1 << 17, 1, 7, 100]),
 )
 def test_predicted_record_positions_are_the_walked_ones(
-    pattern: list[int], count: int, at: int, damage: str
+    pattern: list[int], count: int, at: int, damage: str, chunk: int
 ) -> None:
     """Records whose sizes repeat (as one tag per step does) are framed by prediction; damage
-    anywhere, a huge stored length included, gives what walking one by one gives."""
+    anywhere, a huge stored length included, gives what walking one by one, in one chunk,
+    gives, however many records a chunk holds."""
     import struct
 
     from loganalyzer.parsers.tensorboard import tfrecord
@@ -270,10 +300,64 @@ def test_predicted_record_positions_are_the_walked_ones(
     else:
         del data[at:]
     array = np.frombuffer(bytes(data), dtype=np.uint8)
-    predicted = frame(array)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tfrecord, "CHUNK_RECORDS", chunk)
+        predicted = frame(array)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tfrecord, "PROBE_RECORDS", 1 << 30)  # never predict
         walked = frame(array)
     assert predicted.starts.tolist() == walked.starts.tolist()
     assert predicted.lengths.tolist() == walked.lengths.tolist()
     assert predicted.damage == walked.damage and predicted.cut_at == walked.cut_at
+
+
+def _event_files(shared_logs: Path) -> list[Path]:
+    """The fixtures' event files and DeepSpeed's monitor file (logged against samples)."""
+    files = sorted((FIXTURES / "tensorboard").rglob("events.out.tfevents.*"))
+    monitor = shared_logs / "generated" / "ds_run" / "out" / "tb" / "tiny"
+    return [*files, *sorted(monitor.glob("events.out.tfevents.*"))]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_a_file_read_in_chunks_is_read_as_whole(
+    chunk: int, big_file: Path, shared_logs: Path, tmp_path: Path
+) -> None:
+    """Tables are built chunk by chunk with restarts, iterations split between chunks and
+    damage carried over: any chunk size gives what one chunk gives."""
+    from loganalyzer.parsers.tensorboard import tfrecord
+
+    data = bytearray(big_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / big_file.name
+    damaged.write_bytes(bytes(data))
+    files = [*_event_files(shared_logs), damaged] if chunk == 1000 else _event_files(shared_logs)
+    assert len(files) >= 3
+    for path in files:
+        whole = TensorBoardParser().parse(path)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tfrecord, "CHUNK_RECORDS", chunk)
+            chunked = TensorBoardParser().parse(path)
+        assert chunked.table.equals(whole.table), path
+        assert chunked.metrics.equals(whole.metrics), path
+        assert chunked.warnings == whole.warnings, path
+        assert chunked.config == whole.config, path
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(st.binary(min_size=0, max_size=600), min_size=1, max_size=20),
+    copies=st.integers(min_value=1, max_value=100),
+)
+def test_crcs_by_length_tables_are_crc32c(records: list[bytes], copies: int) -> None:
+    """Records of a common length (checked by distance tables) and of rare ones (byte at a
+    time) get the CRC-32C that the C library computes."""
+    from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
+
+    many = records * copies
+    data = np.frombuffer(b"".join(many) or b"\0", dtype=np.uint8)
+    lengths = np.array([len(r) for r in many], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    assert masked_crcs(data, starts, lengths).tolist() == [_fast_masked_crc32c(r) for r in many]
+    assert masked_length_crcs(lengths).tolist() == [
+        _fast_masked_crc32c(len(r).to_bytes(8, "little")) for r in many
+    ]

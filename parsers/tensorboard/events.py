@@ -3,8 +3,8 @@
 Most events in a training run's file are one `simple_value` scalar each (what torch's
 SummaryWriter, Megatron, DeepSpeed and HF Trainer write), and they all have the same
 protobuf layout: `wall_time, step, summary{value{tag, simple_value}}`. Those are decoded with
-numpy, all at once; every other event (the file-version header, TF2 tensor scalars, text,
-hyper-parameters, histograms) goes through the protobuf classes one by one.
+numpy, a chunk of records at a time; every other event (the file-version header, TF2 tensor
+scalars, text, hyper-parameters, histograms) goes through the protobuf classes one by one.
 """
 
 from __future__ import annotations
@@ -17,24 +17,26 @@ import numpy as np
 import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
-from loganalyzer.parsers.tensorboard.tfrecord import Framed
+from loganalyzer.parsers.tensorboard.tfrecord import Chunk, numbers_at
 
 # The columns of the scalar table, one row per (event, scalar value); a file has few tags,
 # held once each (categorical) rather than once per row.
 SCALAR_SCHEMA = {
-    "tag": pl.Categorical(),
+    "name": pl.Categorical(),
     "step": pl.Int64(),
     "wall_time": pl.Float64(),
     "value": pl.Float64(),
     "record": pl.Int64(),
 }
 VARINT_BYTES = 10
-# Records decoded at once: large enough for numpy to pay, small enough for the cache.
-BATCH_RECORDS = 1 << 18
 _WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 # DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
 _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 DT_STRING = 7
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, bits well mixed (Fibonacci hashing)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+# The low k bytes of a little-endian word, for k = 0..8.
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -49,38 +51,31 @@ class Text:
 
 @dataclass
 class Decoded:
-    """A file's scalars (long, in record order), texts, hyper-parameters, and what was not
-    a scalar or text (counted by kind, so that a warning can say what was not read)."""
+    """What a file holds besides its scalars: texts, hyper-parameters, and what was not a
+    scalar or text (counted by kind, so that a warning can say what was not read)."""
 
-    scalars: pl.DataFrame
     texts: list[Text] = field(default_factory=list)
     hparams: dict[str, tuple[object, int]] = field(default_factory=dict)
     other: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
 
 
-def decode(framed: Framed) -> Decoded:
-    """Every event of a framed file, `BATCH_RECORDS` at a time (bounded memory)."""
-    fast_frames = []
-    slow = []
-    for first in range(0, len(framed.starts), BATCH_RECORDS):
-        part = slice(first, first + BATCH_RECORDS)
-        batch = Framed(framed.data, framed.starts[part], framed.lengths[part])
-        fast, frame = _simple_scalars(batch)
-        fast_frames.append(frame.with_columns(pl.col("record") + first))
-        slow.append(np.flatnonzero(~fast) + first)
-        framed.release(int(batch.starts[-1]))
-    decoded = _one_by_one(framed, np.concatenate(slow) if slow else np.zeros(0, np.int64))
-    scalars = pl.concat([*fast_frames, decoded.scalars], rechunk=False)
-    fast_frames.clear()
-    # the batches are in record order; only the few events decoded one by one interleave
-    decoded.scalars = scalars.sort("record") if decoded.scalars.height else scalars.rechunk()
-    return decoded
+def scalars(chunk: Chunk, into: Decoded) -> pl.DataFrame:
+    """The chunk's scalars as a long table in record order (`record` counts from the file's
+    first record); its texts, hyper-parameters and what was not read go `into`."""
+    fast, frame = _simple_scalars(chunk)
+    slow = np.flatnonzero(~fast)
+    if len(slow) == 0:
+        return frame
+    others = _one_by_one(chunk, slow, into)
+    if others.height == 0:
+        return frame
+    return pl.concat([frame, others]).sort("record", maintain_order=True)
 
 
-def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
+def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
     """Which records have the one-simple-value layout, and their scalars, decoded at once."""
-    data, starts, lengths = framed.data, framed.starts, framed.lengths
+    data, starts, lengths = chunk.data, chunk.starts, chunk.lengths
     count = len(starts)
     if count == 0:
         return np.zeros(0, dtype=bool), pl.DataFrame(schema=SCALAR_SCHEMA)
@@ -90,14 +85,17 @@ def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]]
     step, step_bytes = _varint(data, starts + 10)
     position = 9 + np.where(has_step, 1 + step_bytes, 0)
     step = np.where(has_step, step, 0)
-    ok &= _at(data, starts, position) == _SUMMARY
-    summary_length = _at(data, starts, position + 1).astype(np.int64)
+    # the summary's, its value's and the tag's field keys and lengths: 6 bytes of one word
+    # (the checks below hold only for records that hold all of them)
+    head = _read(data, starts + position, "<u8")
+    ok &= _byte(head, 0) == _SUMMARY
+    summary_length = _byte(head, 1)
     ok &= (summary_length < 0x80) & (summary_length == lengths - position - 2)
-    ok &= _at(data, starts, position + 2) == _VALUE
-    value_length = _at(data, starts, position + 3).astype(np.int64)
+    ok &= _byte(head, 2) == _VALUE
+    value_length = _byte(head, 3)
     ok &= (value_length < 0x80) & (value_length == lengths - position - 4)
-    ok &= _at(data, starts, position + 4) == _TAG
-    tag_length = _at(data, starts, position + 5).astype(np.int64)
+    ok &= _byte(head, 4) == _TAG
+    tag_length = _byte(head, 5)
     ok &= tag_length < 0x80
     tag_start = position + 6
     ok &= (_at(data, starts, tag_start + tag_length) == _SIMPLE) & (
@@ -110,11 +108,11 @@ def _simple_scalars(framed: Framed) -> tuple[np.ndarray[Any, np.dtype[np.bool_]]
     tags = _tags(data, starts[index] + tag_start[index], tag_length[index])
     frame = pl.DataFrame(
         {
-            "tag": tags,
+            "name": tags,
             "step": step[index].astype(np.int64),
             "wall_time": wall[index],
             "value": values.astype(np.float64),
-            "record": index.astype(np.int64),
+            "record": index.astype(np.int64) + chunk.first,
         },
         schema=SCALAR_SCHEMA,
     )
@@ -128,60 +126,107 @@ def _at(data: U8Array, starts: I64Array, offset: I64Array | int) -> U8Array:
     return np.where(inside, data[np.minimum(where, len(data) - 1)], 0).astype(np.uint8)
 
 
+def _byte(words: np.ndarray[Any, Any], index: int) -> I64Array:
+    """Byte `index` of each little-endian word."""
+    byte: I64Array = ((words >> np.uint64(8 * index)) & np.uint64(0xFF)).astype(np.int64)
+    return byte
+
+
 def _gather(data: U8Array, at: I64Array, width: int) -> U8Array:
     index = at[:, None] + np.arange(width, dtype=np.int64)[None, :]
     np.clip(index, 0, len(data) - 1, out=index)
     return np.ascontiguousarray(data[index])
 
 
-def _f8(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float64]]:
-    values: np.ndarray[Any, np.dtype[np.float64]] = _gather(data, at, 8).view("<f8").ravel()
+def _read(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
+    """The little-endian number of `dtype` starting at each byte offset, read through a view
+    of the data with one element at every byte (no index matrix); an offset too near the
+    end of the data reads its last byte again, as `_gather` does."""
+    size = np.dtype(dtype).itemsize
+    last = len(data) - size
+    if last < 0:
+        short: np.ndarray[Any, Any] = _gather(data, at, size).view(dtype).ravel()
+        return short
+    values: np.ndarray[Any, Any] = numbers_at(data, np.minimum(at, last), dtype)
+    beyond = np.flatnonzero(at > last)
+    if len(beyond):
+        values[beyond] = _gather(data, at[beyond], size).view(dtype).ravel()
     return values
+
+
+def _f8(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float64]]:
+    return _read(data, at, "<f8")
 
 
 def _f4(data: U8Array, at: I64Array) -> np.ndarray[Any, np.dtype[np.float32]]:
-    values: np.ndarray[Any, np.dtype[np.float32]] = _gather(data, at, 4).view("<f4").ravel()
-    return values
+    return _read(data, at, "<f4")
 
 
 def _varint(data: U8Array, at: I64Array) -> tuple[I64Array, I64Array]:
     """Protobuf varints at each offset: their values (int64, as protobuf's int64 reads them)
-    and how many bytes each took."""
+    and how many bytes each took. One 8-byte word holds a varint of up to 56 bits (any
+    step below 2^56): its 7-bit groups are packed with shifts and masks; longer ones
+    (negative steps) are read byte by byte."""
+    word = _read(data, at, "<u8")
+    stops = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
+    lowest = stops & (~stops + np.uint64(1))  # the first of them
+    length = (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) // 8
+    word &= (lowest << np.uint64(1)) - np.uint64(1)
+    value = np.zeros(len(at), dtype=np.uint64)
+    for group in range(8):
+        value |= (word >> np.uint64(group)) & np.uint64(0x7F << (7 * group))
+    long = np.flatnonzero(lowest == 0)
+    if len(long):
+        value[long], length[long] = _varint_bytes(data, at[long])
+    return value.view(np.int64), length
+
+
+def _varint_bytes(data: U8Array, at: I64Array) -> tuple[np.ndarray[Any, Any], I64Array]:
     raw = _gather(data, at, VARINT_BYTES)
     ends = raw < 0x80
     length = np.where(ends.any(axis=1), ends.argmax(axis=1) + 1, VARINT_BYTES).astype(np.int64)
     used = np.arange(VARINT_BYTES)[None, :] < length[:, None]
     parts = (raw & 0x7F).astype(np.uint64) * used
     shifts = (7 * np.arange(VARINT_BYTES, dtype=np.uint64))[None, :]
-    value = np.bitwise_or.reduce(parts << shifts, axis=1)
-    return value.view(np.int64), length
+    return np.bitwise_or.reduce(parts << shifts, axis=1), length
 
 
 def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
-    """Each record's tag as a string; the few distinct tags are decoded once each."""
-    width = int(lengths.max()) if len(lengths) else 0
-    matrix = _gather(data, at, max(width, 1))
-    matrix[np.arange(max(width, 1))[None, :] >= lengths[:, None]] = 0
-    rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, matrix.shape[1]))).ravel()
-    distinct, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    """Each record's tag as a string; the few distinct tags are decoded once each. Tags are
+    told apart by a hash of their bytes and length (sorting 8-byte keys, not byte strings),
+    and every tag is then compared whole with the one its hash names."""
+    width = -(-max(int(lengths.max()) if len(lengths) else 0, 1) // 8)
+    words = np.empty((len(at), width), dtype=np.uint64)
+    for column in range(width):
+        kept = np.clip(lengths - 8 * column, 0, 8)
+        words[:, column] = _read(data, at + 8 * column, "<u8") & _BYTE_MASKS[kept]
+    key = lengths.astype(np.uint64)
+    for column in words.T:
+        key = key * _HASH_MULTIPLIER ^ column
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    same = (words == words[first][inverse]).all() and (lengths == lengths[first][inverse]).all()
+    if not same:  # two tags with one hash: told apart by their bytes and length instead
+        rows = np.concatenate([words, lengths[:, None].astype(np.uint64)], axis=1)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     names = [
-        row.tobytes()[: int(length)].decode("utf-8", errors="replace")
-        for row, length in zip(distinct, lengths[first], strict=True)
+        bytes(data[at[row] : at[row] + lengths[row]]).decode("utf-8", errors="replace")
+        for row in first
     ]
-    return pl.Series("tag", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
+    return pl.Series("name", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
 
 
-def _one_by_one(framed: Framed, records: I64Array) -> Decoded:
-    """The events that are not one simple value, through the protobuf classes."""
+def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
+    """The scalars of the chunk's `records` that are not one simple value, decoded through
+    the protobuf classes; their texts, hyper-parameters and what was not read go `into`."""
     from tensorboard.compat.proto.event_pb2 import Event
 
-    decoded = Decoded(pl.DataFrame(schema=SCALAR_SCHEMA))
     rows: dict[str, list[Any]] = {name: [] for name in SCALAR_SCHEMA}
-    for record in records.tolist():
+    for index in records.tolist():
+        record = chunk.first + index
         try:
-            event = Event.FromString(framed.record(record))
+            event = Event.FromString(chunk.record(index))
         except Exception:  # a record whose CRC checks but is not an Event: counted, not fatal
-            decoded.undecodable += 1
+            into.undecodable += 1
             continue
         if not event.HasField("summary"):
             continue
@@ -191,25 +236,24 @@ def _one_by_one(framed: Framed, records: I64Array) -> Decoded:
             if kind == "simple_value":
                 number: float | None = value.simple_value
             elif kind == "tensor" and plugin == "text":
-                decoded.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
+                into.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
                 continue
             elif kind == "tensor" and plugin == "hparams":
-                _hparams(value.metadata.plugin_data.content, record, decoded.hparams)
+                _hparams(value.metadata.plugin_data.content, record, into.hparams)
                 continue
             elif kind == "tensor":
                 number = _tensor_scalar(value.tensor)
             else:
                 number = None
             if number is None:
-                decoded.other[plugin or kind or "empty"] += 1
+                into.other[plugin or kind or "empty"] += 1
                 continue
-            rows["tag"].append(value.tag)
+            rows["name"].append(value.tag)
             rows["step"].append(event.step)
             rows["wall_time"].append(event.wall_time)
             rows["value"].append(number)
             rows["record"].append(record)
-    decoded.scalars = pl.DataFrame(rows, schema=SCALAR_SCHEMA)
-    return decoded
+    return pl.DataFrame(rows, schema=SCALAR_SCHEMA)
 
 
 def _tensor_scalar(tensor: Any) -> float | None:

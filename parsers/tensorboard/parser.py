@@ -7,16 +7,29 @@ run, each file a segment, as restarts write a new file.
 from __future__ import annotations
 
 import json
+import mmap
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+
+import polars as pl
 
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.parsers.crc import U8Array
 from loganalyzer.parsers.framing import framing_warnings
 from loganalyzer.parsers.run_config import config_from_values
-from loganalyzer.parsers.scalar_table import build_tables
-from loganalyzer.parsers.tensorboard.events import Decoded, Text, decode
-from loganalyzer.parsers.tensorboard.tfrecord import frame, read_file
+from loganalyzer.parsers.scalar_table import (
+    NeedsSampleBatch,
+    TableBuilder,
+    Tables,
+    Unknown,
+    release_freed_memory,
+    sample_batch,
+    sample_steps,
+)
+from loganalyzer.parsers.tensorboard.events import Decoded, Text, scalars
+from loganalyzer.parsers.tensorboard.tfrecord import Framer, read_file
 
 FILE_MARKER = "tfevents"
 # Text summaries holding JSON objects of settings (HF Trainer's TensorBoardCallback).
@@ -47,27 +60,14 @@ class TensorBoardParser:
 
     def parse(self, path: Path) -> Run:
         data, mapping = read_file(path)
-        framed = frame(data, mapping)
-        if len(framed.starts) == 0:
-            raise InputError(f"{path}: no intact TensorBoard record; is it an event file?")
-        decoded = decode(framed)
         source = str(path)
-        warnings = framing_warnings(
-            source, framed.damage, framed.cut_at, len(framed.starts), "bad CRC or length"
-        )
-        # Everything is decoded: unmap the file, whose pages count in the process's memory
-        # for as long as it is mapped, before the tables are built.
-        del framed, data
+        read = _read(data, mapping, source)
+        # the file's pages count in the process's memory for as long as it is mapped
+        del data
         if mapping is not None:
             mapping.close()
-        long = decoded.scalars.select(
-            name="tag", step="step", wall_time="wall_time", value="value", record="record"
-        )
-        decoded.scalars = long.clear()
-        tables = build_tables(long, source)
-        del long
-        warnings += tables.warnings
-        warnings += _decode_warnings(source, decoded)
+        tables, decoded = read.tables, read.decoded
+        warnings = read.framing + tables.warnings + _decode_warnings(source, decoded)
         config, config_warnings = _config(source, decoded)
         warnings += config_warnings
         if tables.step_time_source:
@@ -82,6 +82,42 @@ class TensorBoardParser:
             sources=[SourceInfo(source, self.name, tables.table.height)],
             warnings=warnings,
         )
+
+
+@dataclass
+class _Read:
+    tables: Tables
+    decoded: Decoded
+    framing: list[str]  # warnings about damaged or cut-off records
+
+
+def _read(data: U8Array, mapping: mmap.mmap | None, source: str) -> _Read:
+    """The file read chunk by chunk into both tables. A file logged against samples
+    (DeepSpeed's monitor) is read twice: the samples per iteration are a property of the
+    whole file, found by a first pass."""
+    try:
+        return _stream(data, mapping, source, Unknown.BATCH)
+    except NeedsSampleBatch:
+        pass
+    steps = [sample_steps(scalars(chunk, Decoded())) for chunk in Framer(data, mapping)]
+    return _stream(data, mapping, source, sample_batch(pl.concat(steps)))
+
+
+def _stream(
+    data: U8Array, mapping: mmap.mmap | None, source: str, batch: int | Unknown | None
+) -> _Read:
+    framer = Framer(data, mapping)
+    builder = TableBuilder(source, batch)
+    decoded = Decoded()
+    for chunk in framer:
+        builder.add(scalars(chunk, decoded))
+        release_freed_memory()
+    if framer.records == 0:
+        raise InputError(f"{source}: no intact TensorBoard record; is it an event file?")
+    framing = framing_warnings(
+        source, framer.damage, framer.cut_at, framer.records, "bad CRC or length"
+    )
+    return _Read(builder.finish(), decoded, framing)
 
 
 def _first_record_is_event(head: bytes) -> bool:

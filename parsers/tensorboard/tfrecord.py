@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import mmap
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from loganalyzer.errors import InputError
-from loganalyzer.parsers.crc import CRC32C_POLY, I64Array, U8Array, crc_many, masked_crc32c
+from loganalyzer.parsers.crc import (
+    CRC32C_POLY,
+    I64Array,
+    U8Array,
+    U32Array,
+    crc_many,
+    masked_crc32c,
+)
 from loganalyzer.parsers.framing import Damage
+from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
@@ -35,29 +45,72 @@ PROBE_RECORDS = 32
 MAX_PERIOD = 16
 PREDICT_MIN = 256
 PREDICT_MAX = 1 << 16
-# Records whose CRCs are checked at once; bytes read before the pages behind are released.
-CHECK_RECORDS = 1 << 18
-RELEASE_BYTES = 64 << 20
+# Records whose CRCs are checked at once (the work arrays grow with them), and records framed
+# and handed on at once (the reader's tables are built chunk by chunk).
+CHECK_RECORDS = 65536
+CHUNK_RECORDS = 1 << 16
 
 
 @dataclass
-class Framed:
-    """Where each intact record's data lies in the file, and what could not be read."""
+class Chunk:
+    """Consecutive intact records of a file: where each one's data lies."""
 
     data: U8Array
     starts: I64Array
     lengths: I64Array
-    damage: list[Damage] = field(default_factory=list)
-    cut_at: int | None = None  # a record cut short by the end of the file begins here
-    mapping: mmap.mmap | None = None  # the file's map, when `data` is one
-
-    def release(self, end: int) -> None:
-        """Done with the bytes before `end`: see `release_pages`."""
-        release_pages(self.mapping, end)
+    first: int  # the index in the file of the chunk's first record
 
     def record(self, index: int) -> bytes:
+        """The data of the chunk's record `index`."""
         start = int(self.starts[index])
         return bytes(self.data[start : start + int(self.lengths[index])])
+
+
+class Framer:
+    """The intact records of a TFRecord file's bytes (mapped by `mapping`), in order, about
+    CHUNK_RECORDS at a time; once iterated, what could not be read (`damage`, `cut_at`) and
+    how many records were (`records`). Each chunk's pages are released when the next one is
+    asked for, so memory does not grow with the file."""
+
+    def __init__(self, data: U8Array, mapping: mmap.mmap | None = None) -> None:
+        self.data = data
+        self.mapping = mapping
+        self.damage: list[Damage] = []
+        self.cut_at: int | None = None  # a record cut short by the end of the file begins here
+        self.records = 0
+
+    def __iter__(self) -> Iterator[Chunk]:
+        data = self.data
+        marks: list[int] = []  # records read before each damage
+        position = 0
+        while position < len(data):
+            starts, lengths, stop, fits = _walk(data, position, CHUNK_RECORDS)
+            good = _intact_prefix(data, starts, lengths)
+            if good:
+                yield Chunk(data, starts[:good], lengths[:good], self.records)
+                self.records += good
+                release_pages(self.mapping, int(starts[good - 1]))
+            if good < len(starts):
+                bad = int(starts[good]) - HEADER
+            elif stop >= len(data):
+                break
+            elif fits:
+                position = stop
+                continue
+            elif len(data) - stop < HEADER or _length_checks(data, stop):
+                self.cut_at = stop  # a whole header with a good CRC, or a torn one: cut short
+                break
+            else:
+                bad = stop
+            resume = _next_intact(data, bad + 1)
+            self.damage.append(Damage(bad, resume))
+            marks.append(self.records)
+            position = resume
+        ends = [*marks[1:], self.records] if marks else []
+        self.damage = [
+            Damage(hurt.start, hurt.end, end - mark)
+            for hurt, mark, end in zip(self.damage, marks, ends, strict=True)
+        ]
 
 
 def read_file(path: Path) -> tuple[U8Array, mmap.mmap | None]:
@@ -81,47 +134,10 @@ def release_pages(mapping: mmap.mmap | None, end: int) -> None:
         mapping.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
 
 
-def frame(data: U8Array, mapping: mmap.mmap | None = None) -> Framed:
-    """Every intact record of a TFRecord file's bytes (mapped by `mapping`, whose pages are
-    released as they are read), in order."""
-    starts: list[I64Array] = []
-    lengths: list[I64Array] = []
-    damage: list[Damage] = []
-    cut_at: int | None = None
-    position = 0
-    while position < len(data):
-        found_starts, found_lengths, stop = _walk(data, position, mapping)
-        good = _intact_prefix(data, found_starts, found_lengths, mapping)
-        starts.append(found_starts[:good])
-        lengths.append(found_lengths[:good])
-        if good < len(found_starts):
-            bad = int(found_starts[good]) - HEADER
-        elif stop >= len(data):
-            break
-        elif len(data) - stop < HEADER or _length_checks(data, stop):
-            cut_at = stop  # a whole header with a good CRC, or a torn one: the tail was cut
-            break
-        else:
-            bad = stop
-        resume = _next_intact(data, bad + 1)
-        damage.append(Damage(bad, resume))
-        position = resume
-    all_starts = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
-    return Framed(
-        data,
-        all_starts,
-        np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64),
-        _count_after(damage, all_starts),
-        cut_at,
-        mapping,
-    )
-
-
-def _walk(
-    data: U8Array, position: int, mapping: mmap.mmap | None
-) -> tuple[I64Array, I64Array, int]:
-    """Follow the lengths from `position` while whole records fit; the data starts and
-    lengths found, and where the walk stopped. CRCs are not checked here.
+def _walk(data: U8Array, position: int, limit: int) -> tuple[I64Array, I64Array, int, bool]:
+    """Follow the lengths from `position` while whole records fit, for about `limit`
+    records; the data starts and lengths found, where the walk stopped, and whether the
+    record there may fit (the limit was reached). CRCs are not checked here.
 
     Each record's position depends on the one before, but the records of an event file
     mostly repeat a few sizes in a fixed order (one per tag). So after a few records walked
@@ -134,23 +150,23 @@ def _walk(
     buffer = memoryview(data)
     heads: list[I64Array] = []
     ahead = PREDICT_MIN
-    released = position
-    while True:
+    count = 0
+    fits = True
+    while count < limit:
         walked = _walk_few(buffer, position, size)
         heads.append(np.array(walked[:-1], dtype=np.int64))
         position = walked[-1]
         if len(walked) <= PROBE_RECORDS:
-            break  # the walk stopped: a record does not fit
+            fits = False  # the walk stopped: a record does not fit
+            break
         predicted = _predict(np.diff(np.array(walked, dtype=np.int64)), position, ahead)
         matched, after = _matching(data, predicted)
         heads.append(predicted[:matched])
         position = after if matched else position
-        ahead = min(ahead * 2, PREDICT_MAX) if matched == len(predicted) else PREDICT_MIN
-        if position - released > RELEASE_BYTES:
-            release_pages(mapping, position)
-            released = position
+        ahead = min(ahead * 2, PREDICT_MAX, limit) if matched == len(predicted) else PREDICT_MIN
+        count += len(walked) - 1 + matched
     bounds = np.concatenate([*heads, np.array([position], dtype=np.int64)])
-    return bounds[:-1] + HEADER, np.diff(bounds) - HEADER - FOOTER, position
+    return bounds[:-1] + HEADER, np.diff(bounds) - HEADER - FOOTER, position, fits
 
 
 def _walk_few(buffer: memoryview, position: int, size: int) -> list[int]:
@@ -202,16 +218,13 @@ def _stored_length(data: U8Array, heads: I64Array) -> I64Array:
     """The u64 length field at each head (heads at least HEADER bytes before the end); a
     length past the end of the data (up to 2^64 - 1 in a damaged header) reads as the data's
     size, which no record fits in."""
-    index = heads[:, None] + np.arange(8, dtype=np.int64)[None, :]
-    stored = np.ascontiguousarray(data[index]).view("<u8").ravel()
+    stored = numbers_at(data, heads, "<u8")
     size = np.uint64(len(data))
     lengths: I64Array = np.minimum(stored, size).astype(np.int64)
     return lengths
 
 
-def _intact_prefix(
-    data: U8Array, starts: I64Array, lengths: I64Array, mapping: mmap.mmap | None = None
-) -> int:
+def _intact_prefix(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
     """How many of the walked records, from the first, pass both CRCs (checked CHECK_RECORDS
     at a time: the work arrays of a check grow with the records checked)."""
     for first in range(0, len(starts), CHECK_RECORDS):
@@ -219,26 +232,29 @@ def _intact_prefix(
         good = _intact(data, starts[part], lengths[part])
         if good < len(starts[part]):
             return first + good
-        release_pages(mapping, int(starts[part][-1]))
     return len(starts)
 
 
 def _intact(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
-    heads = starts - HEADER
-    length_ok = _stored(data, heads + 8) == masked_crc32c(
-        crc_many(data, heads, np.full(len(heads), 8, dtype=np.int64), CRC32C_POLY)
-    )
-    data_ok = _stored(data, starts + lengths) == masked_crc32c(
-        crc_many(data, starts, lengths, CRC32C_POLY)
-    )
+    length_ok = _stored(data, starts - HEADER + 8) == masked_length_crcs(lengths)
+    data_ok = _stored(data, starts + lengths) == masked_crcs(data, starts, lengths)
     bad = np.flatnonzero(~(length_ok & data_ok))
     return int(bad[0]) if len(bad) else len(starts)
 
 
-def _stored(data: U8Array, at: I64Array) -> U8Array:
+def _stored(data: U8Array, at: I64Array) -> U32Array:
     """The little-endian u32 stored at each offset."""
-    index = at[:, None] + np.arange(4, dtype=np.int64)[None, :]
-    return np.ascontiguousarray(data[index]).view("<u4").ravel()
+    stored: U32Array = numbers_at(data, at, "<u4")
+    return stored
+
+
+def numbers_at(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
+    """The little-endian number of `dtype` at each byte offset (each leaving room for it),
+    read through a view of the data with an element at every byte: no index matrix."""
+    size = np.dtype(dtype).itemsize
+    every_byte = np.ndarray((max(len(data) - size + 1, 0),), dtype, buffer=data, strides=(1,))
+    numbers: np.ndarray[Any, Any] = every_byte[at]
+    return numbers
 
 
 def _length_checks(data: U8Array, head: int) -> bool:
@@ -272,17 +288,3 @@ def _next_intact(data: U8Array, position: int) -> int:
                 return int(head)
         position = last + 1
     return size
-
-
-def _count_after(damage: list[Damage], starts: I64Array) -> list[Damage]:
-    """Each damage with the number of intact records between it and the next damage."""
-    counted = []
-    for index, hurt in enumerate(damage):
-        limit = damage[index + 1].start if index + 1 < len(damage) else None
-        after = (
-            starts[starts > hurt.end]
-            if limit is None
-            else starts[(starts > hurt.end) & (starts < limit)]
-        )
-        counted.append(Damage(hurt.start, hurt.end, len(after)))
-    return counted
