@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import Row, measure, rows, table
+from bench.harness import REPEAT_WITHIN_SECONDS, Row, measure, rows, table
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
 STAGES = (
@@ -53,7 +53,8 @@ def main() -> None:
                 all_rows.extend(rows(case, subject, baselines))
     print(table(all_rows))
     print(
-        f"\n{runs} run(s) per command, median wall time, largest peak RSS;"
+        f"\nup to {runs} run(s) per command (one more only while its runs took under"
+        f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS;"
         f" {time.perf_counter() - started:.0f} s in all",
     )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
@@ -175,13 +176,14 @@ def _shares_records(part: Run, run: _RunParts) -> bool:
 
 
 def _resumes_or_copies(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
-    """For a part whose start cannot be told: it carries the counter past the run's end, or
-    it was printed while the run ran and repeats its records (another node's copies)."""
+    """For a part whose start cannot be told: it repeats the run's records and was printed
+    no later than the run's last record (another node's copies, up to the same second), or
+    it started after the run and carries the counter past its end."""
     if not compatible(run.facts, facts):
         return False
-    if _overlaps(part, run):
-        return _shares_records(part, run)
-    return _past(part, run)
+    if _shares_records(part, run) and not _after(part, run):
+        return True
+    return not _overlaps(part, run) and _past(part, run)
 
 
 def _past(part: Run, run: _RunParts) -> bool:
@@ -191,13 +193,25 @@ def _past(part: Run, run: _RunParts) -> bool:
     return not known or int(part.table["iteration"][0]) > max(known)
 
 
+def _after(part: Run, run: _RunParts) -> bool:
+    """Whether `part` started after the last record of `run` (both timed)."""
+    start, end = _start_and_end(part, run)
+    return start is not None and end is not None and bool(start > end)
+
+
 def _overlaps(part: Run, run: _RunParts) -> bool:
     """Whether `part` started before the last record of `run` (both timed): it ran beside
     the run rather than after it, so it is not a resume of it (two runs of one sweep)."""
+    start, end = _start_and_end(part, run)
+    return start is not None and end is not None and bool(start < end)
+
+
+def _start_and_end(part: Run, run: _RunParts) -> tuple[datetime | None, datetime | None]:
+    """When `part` logged its first record, and `run` its last (None where untimed)."""
     start = part.table.select(pl.col("timestamp").min()).item()
     ends = [p.table.select(pl.col("timestamp").max()).item() for p in run.parts]
     known = [end for end in ends if end is not None]
-    return start is not None and bool(known) and bool(start < max(known))
+    return start, (max(known) if known else None)
 
 
 # What makes a record a copy of another.

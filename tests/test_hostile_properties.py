@@ -64,6 +64,18 @@ def _write(folder: Path, name: str, text: str) -> Path:
     noise=st.lists(st.text(max_size=80), max_size=10),
     end=LINE_ENDS,
 )
+# a step time near the largest float: the run's span overflows to infinity
+@example(
+    lines=[
+        (
+            90_484_751_107,
+            " iteration 90484751107/ 1000000 | elapsed time per iteration (ms):"
+            " 1.9867360111722124e+300 |",
+        )
+    ],
+    noise=[],
+    end="\n",
+)
 def test_iteration_grammar_with_hostile_values_never_breaks_the_pipeline(
     lines: list[tuple[int, str]], noise: list[str], end: str
 ) -> None:
@@ -109,6 +121,8 @@ def _record(iteration: int) -> str:
 @given(run=split_run())
 # another node's lone copy of the first record; a node's copies beside a restart-like gap
 @example(run=([10, 20], [[10, 20], [10]]))
+# two nodes' lone copies of the first record beside the file that holds the run
+@example(run=([10, 20], [[10], [10], [10, 20]]))
 @example(
     run=(
         [10 * k for k in range(1, 13)],

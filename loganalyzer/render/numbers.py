@@ -7,6 +7,8 @@ missing value is "unknown"; a count agrees with its noun.
 
 from __future__ import annotations
 
+import math
+
 UNKNOWN = "unknown"
 TIMES = "×"  # the one multiplication sign, in ratios ("5.9×") and counts ("32 × H100")
 
@@ -51,9 +53,12 @@ def iterations(first: int, last: int) -> str:
     return f"iteration {first}" if first == last else f"iterations {first}–{last}"
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float | None) -> str:
     """A duration in the unit a reader takes in at a glance: "898 s", "14.9 min", "3.2 h";
-    under a second, to the hundredth ("0.11 s", "< 0.01 s"), not a "0 s" that reads as none."""
+    under a second, to the hundredth ("0.11 s", "< 0.01 s"), not a "0 s" that reads as none;
+    "unknown" for a missing or infinite one (a document holds an overflowed span as null)."""
+    if seconds is None or not math.isfinite(seconds):
+        return UNKNOWN
     if 0 < seconds < 0.995:  # from 0.995 on, "1 s" as whole seconds print it
         return f"{seconds:.2f} s" if seconds >= 0.005 else "< 0.01 s"
     if seconds < 120:

@@ -64,7 +64,12 @@ def _goodput(goodput: dict[str, Any]) -> list[str]:
         "",
         f"Goodput budget ({duration(goodput['wall_s'])} wall clock: {goodput['wall_clock']})",
     ]
-    shown = [line for line in goodput["lines"] if abs(line["seconds"]) >= 0.0005]
+    # a null line is a span too large to hold (it overflowed): shown as unknown, not hidden
+    shown = [
+        line
+        for line in goodput["lines"]
+        if line["seconds"] is None or abs(line["seconds"]) >= 0.0005
+    ]
     width = max((len(line["name"]) for line in shown), default=0)
     for line in shown:
         seconds = number(line["seconds"], ",.1f", " s")
