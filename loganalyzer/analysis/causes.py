@@ -36,7 +36,9 @@ from loganalyzer.analysis.events import Events, Interval, Schedule
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
 from loganalyzer.analysis.startup import StartUp, startup_by_segment
+from loganalyzer.model import Metrics
 from loganalyzer.render.numbers import TIMES, duration, iterations, number, plural
+from loganalyzer.spill import collect
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
@@ -170,7 +172,7 @@ class _Evidence:
 def attribute(
     analysis: Analysis,
     table: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: Metrics,
     events: Events,
     schedule: Schedule,
 ) -> Causes:
@@ -304,13 +306,15 @@ def _phase_text(row: dict[str, object]) -> str:
     return f"{text} at iteration {row['iteration']}, against its run median"
 
 
-def _spreads(metrics: pl.DataFrame) -> pl.DataFrame:
+def _spreads(metrics: Metrics) -> pl.DataFrame:
     """Per iteration and timer, how far the slowest rank sits from the others (per-rank rows:
     max over median; `/max` and `/min` rows: max over min), where that is `STRAGGLER_RATIO`
     beyond the timer's typical spread in the run."""
     names = pl.col("name").cast(pl.String)
-    timers = metrics.filter(names.str.starts_with("timer/") & pl.col("iteration").is_not_null())
-    per_rank = (
+    timers = metrics.lazy().filter(
+        names.str.starts_with("timer/") & pl.col("iteration").is_not_null()
+    )
+    per_rank = collect(
         timers.filter(pl.col("rank").is_not_null())
         .sort("value", descending=True)
         .group_by("iteration", names.alias("metric"))
@@ -322,14 +326,12 @@ def _spreads(metrics: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("n") >= 2)
         .select("iteration", "metric", "spread", "rank", against=pl.lit("median rank"))
     )
-    bounds = (
-        timers.filter(pl.col("rank").is_null() & names.str.contains(r"/(max|min)$"))
-        .with_columns(
+    bounds = collect(
+        timers.filter(pl.col("rank").is_null() & names.str.contains(r"/(max|min)$")).with_columns(
             names.str.replace(r"/(max|min)$", "").alias("metric"),
             names.str.extract(r"/(max|min)$").alias("bound"),
         )
-        .pivot("bound", index=["iteration", "metric"], values="value", aggregate_function="max")
-    )
+    ).pivot("bound", index=["iteration", "metric"], values="value", aggregate_function="max")
     if {"max", "min"} <= set(bounds.columns):
         across = bounds.filter(pl.col("min") > 0).select(
             "iteration",

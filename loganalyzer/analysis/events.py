@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from loganalyzer.model import Run
+from loganalyzer.model import Metrics, Run
+from loganalyzer.spill import collect
 
 SAVE_EVENT = "event/checkpoint_save"
 VALIDATION_PREFIX = "validation/"
@@ -63,7 +64,7 @@ class Events:
     evaluations: dict[int, int | None]
 
 
-def events_of(metrics: pl.DataFrame) -> Events:
+def events_of(metrics: Metrics) -> Events:
     """The save and validation lines of the long metrics table, by iteration."""
     return Events(
         saves=_first_lines(metrics, pl.col("name").cast(pl.String) == SAVE_EVENT),
@@ -73,9 +74,10 @@ def events_of(metrics: pl.DataFrame) -> Events:
     )
 
 
-def _first_lines(metrics: pl.DataFrame, match: pl.Expr) -> dict[int, int | None]:
-    rows = (
-        metrics.filter(match & pl.col("iteration").is_not_null())
+def _first_lines(metrics: Metrics, match: pl.Expr) -> dict[int, int | None]:
+    rows = collect(
+        metrics.lazy()
+        .filter(match & pl.col("iteration").is_not_null())
         .group_by("iteration")
         .agg(pl.col("line").min())
         .sort("iteration")

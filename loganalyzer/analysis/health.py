@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect
+
 LISTED = 10
 
 
@@ -58,7 +61,7 @@ class Health:
 
 def assess(
     table: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: Metrics,
     shares: pl.DataFrame,
     device_gb: float | None,
     tokens_per_s: float | None,
@@ -89,11 +92,16 @@ def _drops(table: pl.DataFrame) -> Counted:
     return Counted(fell.height, tuple(fell["iteration"].head(LISTED).to_list()))
 
 
-def _memory(table: pl.DataFrame, metrics: pl.DataFrame, device_gb: float | None) -> Memory:
-    per_rank = metrics.filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
+def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> Memory:
+    highest = collect(
+        metrics.lazy()
+        .filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
+        .sort("value", descending=True, maintain_order=True)
+        .head(1)
+    )
     best_gb, rank = None, None
-    if per_rank.height:
-        row = per_rank.sort("value", descending=True).row(0, named=True)
+    if highest.height:
+        row = highest.row(0, named=True)
         best_gb, rank = row["value"] / 1024, row["rank"]
     logged = table["mem_max_allocated_gb"].max()
     if isinstance(logged, (int, float)) and (best_gb is None or logged > best_gb):

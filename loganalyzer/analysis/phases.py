@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect, metric_names, slices
+
 ROOTS = frozenset({"interval-time", "iteration-time", "train-step"})
 # Parent of each enclosed timer, by name, for Megatron-LM (2021 to core 0.x), Megatron-DeepSpeed
 # and DeepSpeed's engine timers (`_` and `-` spellings are both matched).
@@ -78,26 +81,55 @@ def timer_phase(name: str) -> str | None:
     return name.removeprefix("timer/").removesuffix("/max")
 
 
-def timer_values(metrics: pl.DataFrame) -> pl.DataFrame:
-    """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`,
-    `value`. Start-up timers (no iteration) are left out."""
+def timer_values(metrics: Metrics) -> pl.DataFrame:
+    """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`
+    (an Enum of the phases logged, in name order), `value`. Start-up timers (no iteration)
+    are left out.
+
+    A run logs timers every iteration, so this table is as long as the per-iteration table
+    times the phases: it is aggregated a slice of the long table at a time (a group-by over
+    the whole holds several times its result while it runs), with the phase held as an Enum
+    rather than text; iterations whose timers fall in two slices (or were logged again after
+    a restart) are aggregated once more."""
     phase_of = {
-        name: phase
-        for name in metrics["name"].unique().cast(pl.String).to_list()
-        if (phase := timer_phase(name)) is not None
+        name: phase for name in metric_names(metrics) if (phase := timer_phase(name)) is not None
     }
-    return (
-        metrics.lazy()
-        .filter(pl.col("name").is_in(list(phase_of)) & pl.col("iteration").is_not_null())
-        .select(
-            "iteration",
-            pl.col("name").cast(pl.String).replace_strict(phase_of).alias("phase"),
-            "value",
+    phases = pl.Enum(sorted(set(phase_of.values())))
+    parts = [
+        collect(
+            part.filter(pl.col("name").is_in(list(phase_of)) & pl.col("iteration").is_not_null())
+            .select(
+                "iteration",
+                pl.col("name")
+                .cast(pl.String)
+                .replace_strict(phase_of, return_dtype=phases)
+                .alias("phase"),
+                "value",
+            )
+            .group_by("iteration", "phase")
+            .agg(pl.col("value").max())
         )
-        .group_by("iteration", "phase")
-        .agg(pl.col("value").max())
-        .collect()
+        for part in slices(metrics)
+    ]
+    if not parts:
+        return pl.DataFrame(schema={"iteration": pl.Int64, "phase": phases, "value": pl.Float64})
+    values = pl.concat(parts, rechunk=False)
+    split = pl.concat([part.select(pl.col("iteration").unique()) for part in parts]).filter(
+        pl.col("iteration").is_duplicated()
     )
+    if split.is_empty():
+        return values
+    again = pl.col("iteration").is_in(split["iteration"].implode())
+    merged = values.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
+    return pl.concat([values.filter(~again), merged], rechunk=False)
+
+
+def phase_medians(values: pl.DataFrame) -> pl.DataFrame:
+    """Each phase's median value (`phase`, `median`) of `timer_values`, one phase at a time:
+    a group-by would gather a copy of every value of every phase at once."""
+    phases = values["phase"].unique().sort()
+    medians = [values.filter(pl.col("phase") == phase)["value"].median() for phase in phases]
+    return pl.DataFrame({"phase": phases, "median": pl.Series(medians, dtype=pl.Float64)})
 
 
 def parent_of(phase: str, logged: set[str]) -> str | None:
@@ -112,7 +144,7 @@ def parent_of(phase: str, logged: set[str]) -> str | None:
     return None
 
 
-def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
+def phase_growth(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
     """For each of `iterations` with timers: the top-level `phase` that grew the most, its
     growth `phase_delta_ms`, and the child it is attributed to (`phase_detail`,
     `detail_delta_ms`) where its children were logged."""
@@ -123,12 +155,21 @@ def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
     parents = {phase: parent_of(phase, logged) for phase in logged}
     if logged - ROOTS:
         parents.update({root: "" for root in ROOTS & logged})  # roots never compete
-    growth = values.with_columns(
-        (pl.col("value") - pl.col("value").median().over("phase")).alias("delta"),
-        pl.col("phase")
-        .replace_strict(parents, default=None, return_dtype=pl.String)
-        .alias("parent"),
-    ).join(pl.DataFrame({"iteration": iterations.unique()}), on="iteration", how="semi")
+    growth = (
+        values.filter(pl.col("iteration").is_in(iterations.unique().implode()))
+        .join(phase_medians(values), on="phase", how="left", maintain_order="left")
+        .select(
+            "iteration",
+            pl.col("phase").cast(pl.String),
+            "value",
+            (pl.col("value") - pl.col("median")).alias("delta"),
+        )
+        .with_columns(
+            pl.col("phase")
+            .replace_strict(parents, default=None, return_dtype=pl.String)
+            .alias("parent")
+        )
+    )
     top = _largest(growth.filter(pl.col("parent").is_null()), "iteration")
     children = _largest(growth.filter(pl.col("parent").is_not_null()), "iteration", "parent")
     detail = children.filter(pl.col("delta") > 0).select(

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect
+
 TOP_RANKS = 3
 
 
@@ -34,10 +37,11 @@ class RankSpread:
     top: tuple[RankValue, ...]
 
 
-def find_stragglers(metrics: pl.DataFrame) -> tuple[RankSpread, ...]:
+def find_stragglers(metrics: Metrics) -> tuple[RankSpread, ...]:
     """One `RankSpread` per metric logged by at least two ranks, ordered by metric name."""
-    per_rank = (
-        metrics.filter(pl.col("rank").is_not_null())
+    per_rank = collect(
+        metrics.lazy()
+        .filter(pl.col("rank").is_not_null())
         .group_by("name", "rank")
         .agg(pl.col("value").median())
         # sort by the text, not category codes: cast after grouping, on one row per rank

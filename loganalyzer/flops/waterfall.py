@@ -30,7 +30,8 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis.causes import DATA_PHASES
-from loganalyzer.analysis.phases import parent_of, timer_values
+from loganalyzer.analysis.phases import parent_of, phase_medians, timer_values
+from loganalyzer.model import Metrics
 
 COMMUNICATION = re.compile(r"recv|send|all-?reduce|all-?gather|reduce-scatter|grads-sync|comm")
 
@@ -74,7 +75,7 @@ class Waterfall:
     notes: tuple[str, ...]
 
 
-def timer_shares(metrics: pl.DataFrame, step_ms: float | None) -> pl.DataFrame:
+def timer_shares(metrics: Metrics, step_ms: float | None) -> pl.DataFrame:
     """Per logged leaf timer: its median (ms) and share of the median step."""
     values = timer_values(metrics)
     if values.is_empty() or not step_ms:
@@ -84,10 +85,12 @@ def timer_shares(metrics: pl.DataFrame, step_ms: float | None) -> pl.DataFrame:
     logged = set(values["phase"].unique().to_list())
     parents = {parent_of(p, logged) for p in logged} - {None}
     return (
-        values.filter(~pl.col("phase").is_in(list(parents)))
-        .group_by("phase")
-        .agg(pl.col("value").median().alias("median_ms"))
-        .with_columns((pl.col("median_ms") / step_ms).alias("share"))
+        phase_medians(values)
+        .filter(~pl.col("phase").is_in(list(parents)))
+        .rename({"median": "median_ms"})
+        .with_columns(
+            pl.col("phase").cast(pl.String), (pl.col("median_ms") / step_ms).alias("share")
+        )
         .sort("median_ms", descending=True)
     )
 
