@@ -1,14 +1,22 @@
 """Bounded memory for the long metrics table: parts held in memory up to a budget, written to
-temporary Arrow IPC files beyond it, and the whole read back as a lazy scan.
+temporary Parquet files beyond it, and the whole read back as a lazy scan.
 
 A log's long table grows with the file (the 2021 Megatron-LM format prints 32 ranks' memory
 lines: 22 M rows, 0.8 GB in memory, for a 1 GB log), while the per-iteration table and
 everything the analysis derives stay small. A parser hands its rows over in parts
 (`SpillingTable.add`); while the parts held stay under the budget nothing touches the disk
-and `finish` gives the usual DataFrame. Past the budget the parts held are written to an IPC
-file and dropped, and `finish` gives a LazyFrame scanning those files, which every consumer
+and `finish` gives the usual DataFrame. Past the budget the parts held are written to a file
+and dropped, and `finish` gives a LazyFrame scanning those files, which every consumer
 reads through `collect` (polars' streaming engine, a batch at a time): peak memory is then
 the budget plus what a query keeps, whatever the size of the log.
+
+Parquet rather than Arrow IPC, by measurement (22 M rows in files of 2 M): polars' streaming
+scan of IPC files holds several whole files at once (130-250 MB for a filter) and reads
+790 MB; of Parquet it reads a row group at a time (about 100 MB for the same filter, three
+times as fast), from 370 MB of files, and skips row groups by their statistics (a filter on
+rows without an iteration number reads none). A memory-mapped IPC DataFrame would not bound
+the peak either: every page a query touches counts in the process's resident memory, and
+polars 2 copies IPC into memory when it reads it eagerly.
 
 The files live in one folder per command, under the system's temporary folder (TMPDIR),
 never beside the input; it is removed when the process that made it exits. Worker processes
@@ -40,6 +48,8 @@ GROUP_BYTES = 128
 # The fewest rows in a slice, whatever the budget: a query per handful of rows costs more
 # than the rows.
 MIN_SLICE_ROWS = 64
+# Rows per Parquet row group: what a scan reads at a time.
+ROW_GROUP_ROWS = 1 << 17
 # The folder spilled files go to, named by the process that removes it at exit.
 FOLDER_ENV = "LOGANALYZER_SPILL_DIR"
 
@@ -98,13 +108,15 @@ class SpillingTable:
         if not self._files:
             return pl.concat(self._held, rechunk=False) if self._held else empty
         self._write_held()
-        return pl.scan_ipc(self._files)
+        return pl.scan_parquet(self._files)
 
     def _write_held(self) -> None:
         if not self._held:
             return
-        path = _folder() / f"metrics-{os.getpid()}-{next(_files):05d}.arrow"
-        pl.concat(self._held, rechunk=False).write_ipc(path)
+        path = _folder() / f"metrics-{os.getpid()}-{next(_files):05d}.parquet"
+        pl.concat(self._held, rechunk=False).write_parquet(
+            path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS
+        )
         self._files.append(path)
         self._held, self._held_bytes = [], 0
 

@@ -1,4 +1,4 @@
-"""The long table past the memory budget: spilled to temporary Arrow IPC files and scanned
+"""The long table past the memory budget: spilled to temporary Parquet files and scanned
 lazily, with every figure the same as when it is held in memory (loganalyzer.spill)."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_a_spilled_run_summarises_as_one_held_in_memory(
     loaded = load_run([str(s) for s in sources], load_registry())
     assert isinstance(loaded.run.metrics, pl.LazyFrame)
     assert build_summary(loaded, OPTIONS) == held
-    assert list(spill_folder.glob("*.arrow"))
+    assert list(spill_folder.glob("*.parquet"))
 
 
 def test_the_spilled_table_is_the_table_held_in_memory(
@@ -85,7 +85,7 @@ def test_the_spilled_table_is_the_table_held_in_memory(
     assert isinstance(spilled, pl.LazyFrame)
     assert spilled.collect_schema() == pl.Schema(METRICS_SCHEMA)
     assert collect(spilled).equals(held)
-    assert list(spill_folder.glob("*.arrow"))
+    assert list(spill_folder.glob("*.parquet"))
 
 
 def test_a_run_under_the_budget_never_touches_the_disk(spill_folder: Path) -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.analysis.medians import grouped_median
 from loganalyzer.model import Metrics
-from loganalyzer.spill import collect
 
 TOP_RANKS = 3
 
@@ -39,11 +39,8 @@ class RankSpread:
 
 def find_stragglers(metrics: Metrics) -> tuple[RankSpread, ...]:
     """One `RankSpread` per metric logged by at least two ranks, ordered by metric name."""
-    per_rank = collect(
-        metrics.lazy()
-        .filter(pl.col("rank").is_not_null())
-        .group_by("name", "rank")
-        .agg(pl.col("value").median())
+    per_rank = (
+        grouped_median(metrics.lazy().filter(pl.col("rank").is_not_null()), ["name", "rank"])
         # sort by the text, not category codes: cast after grouping, on one row per rank
         .with_columns(pl.col("name").cast(pl.String))
         .sort(["name", "value", "rank"], descending=[False, True, False])

@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
+from loganalyzer.analysis.medians import grouped_median
 from loganalyzer.analysis.phases import parent_of, timer_values
 from loganalyzer.model import Metrics, Run
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.viewmodel import Chart, ChartFacts
-from loganalyzer.spill import collect
 
 ACCENT = "#1f5f99"
 INK = "#344054"
@@ -477,13 +477,9 @@ def _ramp(n: int) -> list[str]:
 
 def _ranks(metrics: Metrics) -> Chart | None:
     """Each rank's median of every per-rank metric, as a ratio to the median rank."""
-    per_rank = collect(
-        metrics.lazy()
-        .filter(pl.col("rank").is_not_null())
-        .with_columns(pl.col("name").cast(pl.String))
-        .group_by("name", "rank")
-        .agg(pl.col("value").median())
-    )
+    per_rank = grouped_median(
+        metrics.lazy().filter(pl.col("rank").is_not_null()), ["name", "rank"]
+    ).with_columns(pl.col("name").cast(pl.String))
     if per_rank.is_empty():
         return None
     spread = (
