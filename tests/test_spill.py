@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from loganalyzer.analysis.phases import timer_medians, timer_values, timer_values_at
 from loganalyzer.cli import main
 from loganalyzer.load import load_run
 from loganalyzer.model import METRICS_SCHEMA
@@ -166,3 +167,53 @@ def test_the_spill_folder_goes_when_the_command_ends(tmp_path: Path) -> None:
     assert folder.parent == tmp_path  # under TMPDIR, never beside the input
     assert not folder.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def _restarted_timers() -> pl.DataFrame:
+    """A long table of timers over a run restarted twice from iteration 1 (every iteration
+    logged three times), with ranks' copies of some lines, `/min` rows and start-up timers."""
+    names = ["timer/forward-backward/max", "timer/forward-backward/min", "timer/optimizer"]
+    rows: list[tuple[int | None, str, float, str, int | None, int]] = []
+    for launch in range(3):
+        rows.append((None, "timer/model-and-optimizer-setup", 900.0 + launch, "x.log", None, 0))
+        for iteration in range(1, 41):
+            for k, name in enumerate(names):
+                value = float((iteration * 37 + k * 11 + launch * 5) % 53)
+                rows.append((iteration, name, value, "x.log", None, len(rows)))
+                if iteration % 7 == 0:  # another rank's copy of the line, another value
+                    rows.append((iteration, name, value + 1.5, "x.log", None, len(rows)))
+    return pl.DataFrame(rows, schema=dict(METRICS_SCHEMA), orient="row")
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        MegatronParser().parse(MEGATRON / "bigscience_gpt2_tp4_pp8.out").metrics,
+        _restarted_timers(),
+    ],
+    ids=["bigscience", "restarted"],
+)
+def test_timer_medians_are_those_of_the_per_iteration_timer_table(
+    metrics: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted in passes over slices of 64 rows (iterations split between slices, phases
+    logged again after a restart), as polars' median of the whole table gives them."""
+    whole = timer_values(metrics)  # one slice under the default budget
+    expected = (
+        whole.group_by("phase")
+        .agg(median=pl.col("value").median())
+        .sort("phase")
+        .with_columns(pl.col("phase").cast(pl.String))
+    )
+    assert expected.height
+    monkeypatch.setenv(BUDGET_ENV, str(64 * GROUP_BYTES))
+    assert len(slices(metrics)) > 1
+    assert timer_medians(metrics).equals(expected)
+    assert timer_values(metrics).sort("iteration", "phase").equals(whole.sort("iteration", "phase"))
+    some = whole["iteration"].unique().sort().gather_every(3)
+    at = whole.filter(pl.col("iteration").is_in(some.implode()))
+    assert (
+        timer_values_at(metrics, some)
+        .sort("iteration", "phase")
+        .equals(at.with_columns(pl.col("phase").cast(pl.String)).sort("iteration", "phase"))
+    )
