@@ -314,8 +314,9 @@ def _spreads(metrics: Metrics) -> pl.DataFrame:
     timers = metrics.lazy().filter(
         names.str.starts_with("timer/") & pl.col("iteration").is_not_null()
     )
-    per_rank = collect(
-        timers.filter(pl.col("rank").is_not_null())
+    # each filtered in a streaming pass first: sort and median are not run a batch at a time
+    per_rank = (
+        collect(timers.filter(pl.col("rank").is_not_null()))
         .sort("value", descending=True)
         .group_by("iteration", names.alias("metric"))
         .agg(
@@ -326,12 +327,14 @@ def _spreads(metrics: Metrics) -> pl.DataFrame:
         .filter(pl.col("n") >= 2)
         .select("iteration", "metric", "spread", "rank", against=pl.lit("median rank"))
     )
-    bounds = collect(
-        timers.filter(pl.col("rank").is_null() & names.str.contains(r"/(max|min)$")).with_columns(
+    bounds = (
+        collect(timers.filter(pl.col("rank").is_null() & names.str.contains(r"/(max|min)$")))
+        .with_columns(
             names.str.replace(r"/(max|min)$", "").alias("metric"),
             names.str.extract(r"/(max|min)$").alias("bound"),
         )
-    ).pivot("bound", index=["iteration", "metric"], values="value", aggregate_function="max")
+        .pivot("bound", index=["iteration", "metric"], values="value", aggregate_function="max")
+    )
     if {"max", "min"} <= set(bounds.columns):
         across = bounds.filter(pl.col("min") > 0).select(
             "iteration",

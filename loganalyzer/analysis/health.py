@@ -93,11 +93,8 @@ def _drops(table: pl.DataFrame) -> Counted:
 
 
 def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> Memory:
-    highest = collect(
-        metrics.lazy()
-        .filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
-        .sort("value", descending=True, maintain_order=True)
-        .head(1)
+    highest = _first_highest(
+        metrics.lazy().filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
     )
     best_gb, rank = None, None
     if highest.height:
@@ -108,3 +105,21 @@ def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> M
         best_gb, rank = float(logged), None
     headroom = 1 - best_gb / device_gb if best_gb is not None and device_gb else None
     return Memory(best_gb, rank, device_gb, headroom)
+
+
+def _first_highest(rows: pl.LazyFrame) -> pl.DataFrame:
+    """The first row (in log order) of those `rows.sort("value", descending=True)` puts first
+    (nulls, then nan, then the largest value), found in two streaming passes instead of a
+    sort that would hold every row: one row per rank and memory line adds up."""
+    value = pl.col("value")
+    seen = collect(rows.select(nulls=value.is_null().any(), nans=value.is_nan().any()))
+    if seen["nulls"].item():
+        first = value.is_null()
+    elif seen["nans"].item():
+        first = value.is_nan()
+    else:
+        top = collect(rows.select(value.max())).item()
+        if top is None:  # no rows
+            return collect(rows.head(0))
+        first = value == top
+    return collect(rows.filter(first).head(1))

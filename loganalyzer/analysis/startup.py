@@ -37,9 +37,13 @@ def startup_by_segment(metrics: Metrics, table: pl.DataFrame) -> dict[int | None
         for name in metric_names(metrics)
         if (phase := timer_phase(name)) in (*SETUP_PHASES, LOAD_PHASE)
     }
-    timers = collect(
-        metrics.lazy()
-        .filter(pl.col("iteration").is_null() & pl.col("name").is_in(list(phase_of)))
+    # the few start-up rows first: `replace_strict` is not run a batch at a time
+    timers = (
+        collect(
+            metrics.lazy().filter(
+                pl.col("iteration").is_null() & pl.col("name").is_in(list(phase_of))
+            )
+        )
         .select(
             pl.col("source").cast(pl.String),
             "line",
