@@ -94,7 +94,7 @@ def _drops(table: pl.DataFrame) -> Counted:
 
 def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> Memory:
     highest = _first_highest(
-        metrics.lazy().filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
+        metrics.lazy().filter(pl.col("name").is_in(["memory/max_allocated_mb"]))
     )
     best_gb, rank = None, None
     if highest.height:

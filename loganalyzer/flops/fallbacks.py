@@ -21,7 +21,7 @@ def seq_length_from_consumed(metrics: Metrics) -> tuple[int, str] | None:
     names = pl.col("name").cast(pl.String)
     rows = collect(
         metrics.lazy()
-        .filter(names.is_in([SAMPLES, TOKENS]) & pl.col("iteration").is_not_null())
+        .filter(pl.col("name").is_in([SAMPLES, TOKENS]) & pl.col("iteration").is_not_null())
         .with_columns(names.alias("name"))
     ).pivot("name", index="iteration", values="value", aggregate_function="first")
     if not {SAMPLES, TOKENS} <= set(rows.columns):
