@@ -60,6 +60,7 @@ def test_ranges_narrowed_pass_by_pass_give_the_same_medians(
         for name, rank in [(("a", "b")[k % 2], k % 5)]
     ]
     rows += [("c", 1, 17694.36)] * 50 + [("c", 2, float(k % 7)) for k in range(1001)]
+    rows += [("c", 3, value) for value in (0.0, 5e-324, 5e-324, 1e-323, 0.0)]  # subnormal
     frame = _frame(rows)
     found = grouped_median(frame.lazy(), ["name", "rank"]).sort("name", "rank")
     assert found.equals(_reference(frame))

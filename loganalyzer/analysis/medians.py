@@ -86,8 +86,10 @@ def _narrow(frame: Metrics, keys: list[str], value: str, targets: pl.DataFrame) 
     value (bucket numbers grow with the value, so the bucket's own minimum and maximum
     bound it and no value of another bucket lies between them)."""
     v, lo, hi = pl.col(value), pl.col("lo"), pl.col("hi")
-    # halves: the range of two finite doubles can overflow, their halves' cannot
-    share = (v / 2 - lo / 2) / (hi / 2 - lo / 2)
+    # halves: the range of two finite doubles can overflow, their halves' cannot (but the
+    # halves of a range of a few subnormal numbers can round to one value)
+    half = hi / 2 - lo / 2
+    share = pl.when(half > 0).then((v / 2 - lo / 2) / half).otherwise((v - lo) / (hi - lo))
     bucket = (share * BUCKETS).floor().clip(0, BUCKETS - 1).cast(pl.Int32)
     counted = collect(
         frame.lazy()
