@@ -128,3 +128,16 @@ def write_run_dir(folder: Path, files: int, size_bytes: int) -> int:
     for index in range(files):
         total += write_log(folder / f"slurm-{index:04d}.out", size_bytes, first=1 + total)
     return total
+
+
+def main() -> None:
+    """`python -m bench.generate current|legacy MEGABYTES PATH`: one log of that size (the
+    memory figures of the README's memory model were measured on 1 GB and 4 GB ones)."""
+    import sys
+
+    kind, megabytes, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    print(f"{path}: {write_log(path, megabytes << 20, kind):,} iterations")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,6 +27,7 @@ from datetime import timedelta
 import polars as pl
 
 from loganalyzer.model import ConfigValue, Run
+from loganalyzer.spill import concat
 
 # Where a view's step times came from (its `step_time_source` config value), best first:
 # event-file wall times, the Trainer's cumulative runtime (as saved, then as printed: stdout
@@ -157,7 +158,7 @@ def _combined(views: list[Run]) -> Run:
     for view in ordered:
         for key, value in view.config.items():
             config.setdefault(key, value)
-    metrics = pl.concat([view.metrics for view in ordered])
+    metrics = concat([view.metrics for view in ordered])
     metrics = metrics.filter(pl.struct("iteration", "name").is_first_distinct())
     names = ", ".join(view.sources[0].path for view in ordered if view.sources)
     warnings = [w for view in ordered for w in view.warnings]

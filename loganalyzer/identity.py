@@ -91,25 +91,22 @@ def _lines(
     config: dict[str, ConfigValue],
     warnings: list[str],
 ) -> Run:
-    def within(frame: pl.DataFrame) -> pl.DataFrame:
-        line = pl.col("line")
-        keep = pl.lit(True)
-        if low is not None:
-            keep = keep & (line >= low)
-        if high is not None:
-            keep = keep & (line < high)
-        if low is None:  # rows without a line number stay with the file's first part
-            keep = keep | line.is_null()
-        return frame.filter(keep)
-
-    table = within(run.table)
+    line = pl.col("line")
+    within = pl.lit(True)
+    if low is not None:
+        within = within & (line >= low)
+    if high is not None:
+        within = within & (line < high)
+    if low is None:  # rows without a line number stay with the file's first part
+        within = within | line.is_null()
+    table = run.table.filter(within)
     table = table.with_columns(segment=(pl.col("segment").rank("dense") - 1).cast(pl.Int32))
     sources = [SourceInfo(s.path, s.format, table.height) for s in run.sources]
     return Run(
         framework=run.framework,
         config=config,
         table=table,
-        metrics=within(run.metrics),
+        metrics=run.metrics.filter(within),
         sources=sources,
         warnings=[*run.warnings, *warnings],
     )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
+from loganalyzer.spill import concat
 
 # A record is the same record when all of these agree (copies printed by several ranks).
 RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
@@ -68,7 +69,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
         framework=frameworks[0] if len(frameworks) == 1 else "+".join(frameworks),
         config=config,
         table=table,
-        metrics=pl.concat([run.metrics for run in ordered]),
+        metrics=concat([run.metrics for run in ordered]),
         sources=[source for run in ordered for source in run.sources],
         warnings=warnings,
     )

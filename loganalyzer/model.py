@@ -53,6 +53,10 @@ METRICS_SCHEMA: Mapping[str, pl.DataType] = {
     "line": pl.Int64(),
 }
 
+# The long table as a run holds it: in memory, or, once it outgrew the memory budget, a lazy
+# scan of the files it was written to (`loganalyzer.spill`; read it through `spill.collect`).
+Metrics = pl.DataFrame | pl.LazyFrame
+
 # The facts, named like Megatron-LM arguments, that FLOPs and the summary rest on: the model's
 # shape, and the run's batch, parallelism and precision.
 MODEL_FACTS = (
@@ -132,7 +136,7 @@ class Run:
     framework: str
     config: dict[str, ConfigValue]
     table: pl.DataFrame
-    metrics: pl.DataFrame
+    metrics: Metrics
     sources: list[SourceInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Facts a later launch in the same source stated otherwise than `config`, by the segment
@@ -188,7 +192,7 @@ def validate_run(run: Run) -> None:
         ("per-iteration table", run.table, ITERATION_SCHEMA),
         ("metrics table", run.metrics, METRICS_SCHEMA),
     ):
-        actual = list(frame.schema.items())
+        actual = list(frame.collect_schema().items())
         expected = list(schema.items())
         if actual != expected:
             raise SchemaError(f"{label} schema {actual} differs from the contract {expected}")

@@ -25,6 +25,7 @@ from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.model import Run
 from loganalyzer.registry import Registry, choose, format_scores, scores
 from loganalyzer.sources import READ_ALONG, READ_NOTES, READ_PROGRESS, check_readable
+from loganalyzer.spill import share_with_workers
 
 # A pool pays off from two files of at least SIZEABLE_BYTES that together hold POOL_BYTES:
 # below that, starting the workers costs more than the parsing they share.
@@ -149,6 +150,7 @@ def _pooled(
     workers: int,
 ) -> Iterator[FileOutcome]:
     """The outcomes in order, at most AHEAD_PER_WORKER files per worker handed out ahead."""
+    share_with_workers()  # a long table a worker spills must outlive the worker
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=shared

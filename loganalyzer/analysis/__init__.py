@@ -22,6 +22,7 @@ from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_st
 from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
 from loganalyzer.analysis.steady import Drift, Warmup, find_drift, summarise_warmup, warmup_flags
 from loganalyzer.analysis.stragglers import RankSpread, find_stragglers
+from loganalyzer.model import Metrics
 
 __all__ = ["Analysis", "StepTimeStats", "analyse", "timed_records"]
 
@@ -64,7 +65,7 @@ class Analysis:
 
 def analyse(
     table: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: Metrics,
     *,
     warmup: int | None = None,
     slow_factor: float = 1.5,

@@ -24,6 +24,7 @@ their excess over the steady pace is `EventCost`, so the goodput budget counts i
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,7 +37,9 @@ from loganalyzer.analysis.events import Events, Interval, Schedule
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
 from loganalyzer.analysis.startup import StartUp, startup_by_segment
+from loganalyzer.model import Metrics
 from loganalyzer.render.numbers import TIMES, duration, iterations, number, plural
+from loganalyzer.spill import collect, metric_names
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
@@ -170,7 +173,7 @@ class _Evidence:
 def attribute(
     analysis: Analysis,
     table: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: Metrics,
     events: Events,
     schedule: Schedule,
 ) -> Causes:
@@ -304,14 +307,20 @@ def _phase_text(row: dict[str, object]) -> str:
     return f"{text} at iteration {row['iteration']}, against its run median"
 
 
-def _spreads(metrics: pl.DataFrame) -> pl.DataFrame:
+def _spreads(metrics: Metrics) -> pl.DataFrame:
     """Per iteration and timer, how far the slowest rank sits from the others (per-rank rows:
     max over median; `/max` and `/min` rows: max over min), where that is `STRAGGLER_RATIO`
     beyond the timer's typical spread in the run."""
     names = pl.col("name").cast(pl.String)
-    timers = metrics.filter(names.str.starts_with("timer/") & pl.col("iteration").is_not_null())
+    # rows matched by category, names by text once each (see `events_of`)
+    timer_names = [name for name in metric_names(metrics) if name.startswith("timer/")]
+    bound_names = [name for name in timer_names if re.search(r"/(max|min)$", name)]
+    timers = metrics.lazy().filter(
+        pl.col("name").is_in(timer_names) & pl.col("iteration").is_not_null()
+    )
+    # each filtered in a streaming pass first: sort and median are not run a batch at a time
     per_rank = (
-        timers.filter(pl.col("rank").is_not_null())
+        collect(timers.filter(pl.col("rank").is_not_null()))
         .sort("value", descending=True)
         .group_by("iteration", names.alias("metric"))
         .agg(
@@ -323,7 +332,7 @@ def _spreads(metrics: pl.DataFrame) -> pl.DataFrame:
         .select("iteration", "metric", "spread", "rank", against=pl.lit("median rank"))
     )
     bounds = (
-        timers.filter(pl.col("rank").is_null() & names.str.contains(r"/(max|min)$"))
+        collect(timers.filter(pl.col("rank").is_null() & pl.col("name").is_in(bound_names)))
         .with_columns(
             names.str.replace(r"/(max|min)$", "").alias("metric"),
             names.str.extract(r"/(max|min)$").alias("bound"),

@@ -26,6 +26,7 @@ import polars as pl
 from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
 from loganalyzer.analysis.startup import startup_by_segment
+from loganalyzer.model import Metrics
 from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
@@ -79,9 +80,7 @@ class Goodput:
     summary: str
 
 
-def budget(
-    analysis: Analysis, causes: Causes, table: pl.DataFrame, metrics: pl.DataFrame
-) -> Goodput:
+def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame, metrics: Metrics) -> Goodput:
     """The goodput budget of a run from its analysis and causes."""
     seconds = dict.fromkeys(LINES, 0.0)
     time = analysis.time

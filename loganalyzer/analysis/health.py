@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect
+
 LISTED = 10
 
 
@@ -58,7 +61,7 @@ class Health:
 
 def assess(
     table: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: Metrics,
     shares: pl.DataFrame,
     device_gb: float | None,
     tokens_per_s: float | None,
@@ -89,14 +92,34 @@ def _drops(table: pl.DataFrame) -> Counted:
     return Counted(fell.height, tuple(fell["iteration"].head(LISTED).to_list()))
 
 
-def _memory(table: pl.DataFrame, metrics: pl.DataFrame, device_gb: float | None) -> Memory:
-    per_rank = metrics.filter(pl.col("name").cast(pl.String) == "memory/max_allocated_mb")
+def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> Memory:
+    highest = _first_highest(
+        metrics.lazy().filter(pl.col("name").is_in(["memory/max_allocated_mb"]))
+    )
     best_gb, rank = None, None
-    if per_rank.height:
-        row = per_rank.sort("value", descending=True).row(0, named=True)
+    if highest.height:
+        row = highest.row(0, named=True)
         best_gb, rank = row["value"] / 1024, row["rank"]
     logged = table["mem_max_allocated_gb"].max()
     if isinstance(logged, (int, float)) and (best_gb is None or logged > best_gb):
         best_gb, rank = float(logged), None
     headroom = 1 - best_gb / device_gb if best_gb is not None and device_gb else None
     return Memory(best_gb, rank, device_gb, headroom)
+
+
+def _first_highest(rows: pl.LazyFrame) -> pl.DataFrame:
+    """The first row (in log order) of those `rows.sort("value", descending=True)` puts first
+    (nulls, then nan, then the largest value), found in two streaming passes instead of a
+    sort that would hold every row: one row per rank and memory line adds up."""
+    value = pl.col("value")
+    seen = collect(rows.select(nulls=value.is_null().any(), nans=value.is_nan().any()))
+    if seen["nulls"].item():
+        first = value.is_null()
+    elif seen["nans"].item():
+        first = value.is_nan()
+    else:
+        top = collect(rows.select(value.max())).item()
+        if top is None:  # no rows
+            return collect(rows.head(0))
+        first = value == top
+    return collect(rows.filter(first).head(1))

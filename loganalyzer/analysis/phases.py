@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from loganalyzer.analysis.medians import grouped_median
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect, metric_names, slices
+
 ROOTS = frozenset({"interval-time", "iteration-time", "train-step"})
 # Parent of each enclosed timer, by name, for Megatron-LM (2021 to core 0.x), Megatron-DeepSpeed
 # and DeepSpeed's engine timers (`_` and `-` spellings are both matched).
@@ -78,25 +82,100 @@ def timer_phase(name: str) -> str | None:
     return name.removeprefix("timer/").removesuffix("/max")
 
 
-def timer_values(metrics: pl.DataFrame) -> pl.DataFrame:
-    """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`,
-    `value`. Start-up timers (no iteration) are left out."""
-    phase_of = {
-        name: phase
-        for name in metrics["name"].unique().cast(pl.String).to_list()
-        if (phase := timer_phase(name)) is not None
+def _phases(metrics: Metrics) -> dict[str, str]:
+    """The phase of each timer name the table holds (`/min` names left out)."""
+    return {
+        name: phase for name in metric_names(metrics) if (phase := timer_phase(name)) is not None
     }
-    return (
-        metrics.lazy()
-        .filter(pl.col("name").is_in(list(phase_of)) & pl.col("iteration").is_not_null())
-        .select(
-            "iteration",
-            pl.col("name").cast(pl.String).replace_strict(phase_of).alias("phase"),
-            "value",
+
+
+def _timer_rows(frame: pl.LazyFrame, phase_of: dict[str, str]) -> pl.LazyFrame:
+    """The timer rows of `frame` with an iteration: `iteration`, `phase` (an Enum of the
+    phases, in name order: one byte a row, not the text), `value`.
+
+    The phase is `timer_phase` as string operations, which polars' streaming engine runs a
+    batch at a time; `replace_strict` would make it read the whole table into memory."""
+    phases = pl.Enum(sorted(set(phase_of.values())))
+    phase = pl.col("name").cast(pl.String).str.strip_prefix("timer/").str.strip_suffix("/max")
+    return frame.filter(
+        pl.col("name").is_in(list(phase_of)) & pl.col("iteration").is_not_null()
+    ).select("iteration", phase.cast(phases).alias("phase"), "value")
+
+
+def timer_values(metrics: Metrics) -> pl.DataFrame:
+    """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`
+    (an Enum of the phases logged, in name order), `value`. Start-up timers (no iteration)
+    are left out.
+
+    This table is as long as the per-iteration table times the phases (for the report's
+    chart; the summary reads `timer_medians` and `timer_values_at`): it is aggregated a slice
+    of the long table at a time (a group-by over the whole holds several times its result
+    while it runs); iterations whose timers fall in two slices (or were logged again after a
+    restart) are aggregated once more."""
+    phase_of = _phases(metrics)
+    parts = [
+        collect(
+            _timer_rows(part, phase_of).group_by("iteration", "phase").agg(pl.col("value").max())
         )
-        .group_by("iteration", "phase")
-        .agg(pl.col("value").max())
-        .collect()
+        for part in slices(metrics)
+    ]
+    if not parts:
+        return collect(_timer_rows(metrics.lazy(), phase_of))
+    values = pl.concat(parts, rechunk=False)
+    split = pl.concat([part.select(pl.col("iteration").unique()) for part in parts]).filter(
+        pl.col("iteration").is_duplicated()
+    )
+    if split.is_empty():
+        return values
+    again = pl.col("iteration").is_in(split["iteration"].implode())
+    merged = values.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
+    return pl.concat([values.filter(~again), merged], rechunk=False)
+
+
+def timer_medians(metrics: Metrics) -> pl.DataFrame:
+    """Each phase's median over the run of its per-iteration value (`timer_values`):
+    columns `phase` (text, in name order) and `median`; no rows when no timers were logged.
+
+    Taken without holding the per-iteration values: an iteration logs each phase once,
+    except where ranks' copies or a restart logged it again (found a slice at a time); only
+    those iterations are aggregated in memory, and the medians are counted in passes over
+    the rows (`grouped_median`)."""
+    phase_of = _phases(metrics)
+    rows = _timer_rows(metrics.lazy(), phase_of)
+    repeated = _repeated(metrics, phase_of)
+    if not repeated.is_empty():
+        again = pl.col("iteration").is_in(repeated.implode())
+        merged = collect(
+            rows.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
+        )
+        rows = pl.concat([rows.filter(~again), merged.lazy()])
+    medians = grouped_median(rows.select("phase", "value"), ["phase"])
+    return medians.sort("phase").select(pl.col("phase").cast(pl.String), median="value")
+
+
+def _repeated(metrics: Metrics, phase_of: dict[str, str]) -> pl.Series:
+    """Iterations with a phase logged more than once: twice within a slice, or in two slices."""
+    within: list[pl.Series] = []
+    seen: list[pl.Series] = []
+    for part in slices(metrics):
+        keys = collect(_timer_rows(part, phase_of).select("iteration", "phase"))
+        twice = pl.struct("iteration", "phase").is_duplicated()
+        within.append(keys.filter(twice)["iteration"].unique())
+        seen.append(keys["iteration"].unique())
+    if not seen:
+        return pl.Series("iteration", [], dtype=pl.Int64)
+    across = pl.concat(seen)
+    repeated: pl.Series = pl.concat([*within, across.filter(across.is_duplicated())])
+    return repeated.unique()
+
+
+def timer_values_at(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
+    """`timer_values` at `iterations` only (few: the slow ones), with `phase` as text."""
+    rows = _timer_rows(metrics.lazy(), _phases(metrics)).filter(
+        pl.col("iteration").is_in(iterations.unique().implode())
+    )
+    return collect(rows.group_by("iteration", "phase").agg(pl.col("value").max())).with_columns(
+        pl.col("phase").cast(pl.String)
     )
 
 
@@ -112,23 +191,32 @@ def parent_of(phase: str, logged: set[str]) -> str | None:
     return None
 
 
-def phase_growth(metrics: pl.DataFrame, iterations: pl.Series) -> pl.DataFrame:
+def phase_growth(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
     """For each of `iterations` with timers: the top-level `phase` that grew the most, its
     growth `phase_delta_ms`, and the child it is attributed to (`phase_detail`,
     `detail_delta_ms`) where its children were logged."""
-    values = timer_values(metrics)
-    if values.is_empty():
+    medians = timer_medians(metrics)
+    if medians.is_empty():
         return pl.DataFrame(schema=SCHEMA)
-    logged = set(values["phase"].unique().to_list())
+    logged = set(medians["phase"].to_list())
     parents = {phase: parent_of(phase, logged) for phase in logged}
     if logged - ROOTS:
         parents.update({root: "" for root in ROOTS & logged})  # roots never compete
-    growth = values.with_columns(
-        (pl.col("value") - pl.col("value").median().over("phase")).alias("delta"),
-        pl.col("phase")
-        .replace_strict(parents, default=None, return_dtype=pl.String)
-        .alias("parent"),
-    ).join(pl.DataFrame({"iteration": iterations.unique()}), on="iteration", how="semi")
+    growth = (
+        timer_values_at(metrics, iterations)
+        .join(medians, on="phase", how="left", maintain_order="left")
+        .select(
+            "iteration",
+            "phase",
+            "value",
+            (pl.col("value") - pl.col("median")).alias("delta"),
+        )
+        .with_columns(
+            pl.col("phase")
+            .replace_strict(parents, default=None, return_dtype=pl.String)
+            .alias("parent")
+        )
+    )
     top = _largest(growth.filter(pl.col("parent").is_null()), "iteration")
     children = _largest(growth.filter(pl.col("parent").is_not_null()), "iteration", "parent")
     detail = children.filter(pl.col("delta") > 0).select(

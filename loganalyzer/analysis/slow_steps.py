@@ -24,6 +24,7 @@ import polars as pl
 from loganalyzer.analysis.baseline import noise_floor, with_baseline
 from loganalyzer.analysis.periodic import find_periods
 from loganalyzer.analysis.phases import phase_growth
+from loganalyzer.model import Metrics
 
 SlowKind = Literal["spike", "stall", "periodic"]
 
@@ -95,7 +96,7 @@ class SlowSteps:
 
 
 def find_slow_steps(
-    recs: pl.DataFrame, metrics: pl.DataFrame, slow_factor: float, known_periods: Sequence[int] = ()
+    recs: pl.DataFrame, metrics: Metrics, slow_factor: float, known_periods: Sequence[int] = ()
 ) -> tuple[SlowSteps, pl.DataFrame]:
     """The slow steps of `recs` (timed records, warm-up excluded), and `recs` labelled with
     `level`, `event` (sustained event id or null) and `slow`."""
@@ -125,7 +126,7 @@ def find_slow_steps(
     return result, labelled
 
 
-def _steps(slow: pl.DataFrame, metrics: pl.DataFrame, known_periods: Sequence[int]) -> pl.DataFrame:
+def _steps(slow: pl.DataFrame, metrics: Metrics, known_periods: Sequence[int]) -> pl.DataFrame:
     slow = slow.with_columns(find_periods(slow, known_periods))
     phases = phase_growth(metrics, slow["iteration"])
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from loganalyzer.analysis.phases import timer_phase
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect, metric_names
 
 SETUP_PHASES = ("model-and-optimizer-setup", "train/valid/test-data-iterators-setup")
 LOAD_PHASE = "load-checkpoint"
@@ -27,15 +29,21 @@ class StartUp:
     checkpoint_load_s: float
 
 
-def startup_by_segment(metrics: pl.DataFrame, table: pl.DataFrame) -> dict[int | None, StartUp]:
+def startup_by_segment(metrics: Metrics, table: pl.DataFrame) -> dict[int | None, StartUp]:
     """Start-up per segment; `None` holds timers no later record of their file follows (a
     launch that never logged an iteration)."""
-    names = metrics["name"].unique().cast(pl.String).to_list()
     phase_of = {
-        name: phase for name in names if (phase := timer_phase(name)) in (*SETUP_PHASES, LOAD_PHASE)
+        name: phase
+        for name in metric_names(metrics)
+        if (phase := timer_phase(name)) in (*SETUP_PHASES, LOAD_PHASE)
     }
+    # the few start-up rows first: `replace_strict` is not run a batch at a time
     timers = (
-        metrics.filter(pl.col("iteration").is_null() & pl.col("name").is_in(list(phase_of)))
+        collect(
+            metrics.lazy().filter(
+                pl.col("iteration").is_null() & pl.col("name").is_in(list(phase_of))
+            )
+        )
         .select(
             pl.col("source").cast(pl.String),
             "line",

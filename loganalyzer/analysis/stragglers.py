@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from loganalyzer.analysis.medians import grouped_median
+from loganalyzer.model import Metrics
+
 TOP_RANKS = 3
 
 
@@ -34,12 +37,10 @@ class RankSpread:
     top: tuple[RankValue, ...]
 
 
-def find_stragglers(metrics: pl.DataFrame) -> tuple[RankSpread, ...]:
+def find_stragglers(metrics: Metrics) -> tuple[RankSpread, ...]:
     """One `RankSpread` per metric logged by at least two ranks, ordered by metric name."""
     per_rank = (
-        metrics.filter(pl.col("rank").is_not_null())
-        .group_by("name", "rank")
-        .agg(pl.col("value").median())
+        grouped_median(metrics.lazy().filter(pl.col("rank").is_not_null()), ["name", "rank"])
         # sort by the text, not category codes: cast after grouping, on one row per rank
         .with_columns(pl.col("name").cast(pl.String))
         .sort(["name", "value", "rank"], descending=[False, True, False])

@@ -20,6 +20,8 @@ from loganalyzer.errors import InputError, UsageProblem
 from loganalyzer.render.escape import terminal_safe
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
+    import polars as pl
+
     from loganalyzer.model import Run
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -104,19 +106,38 @@ def export(
 def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]:
     """The run's table (or metrics table) as `kind`, its config beside it; the rows written
     and the config's path."""
+    import polars as pl
+
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
     try:
-        if kind == "parquet":
-            frame.write_parquet(output)
-        elif kind == "csv":
-            frame.write_csv(output)
+        if isinstance(frame, pl.LazyFrame):  # a spilled long table: streamed, never held
+            rows = _sink(frame, output, kind)
         else:
-            frame.write_ndjson(output)
+            rows = frame.height
+            if kind == "parquet":
+                frame.write_parquet(output)
+            elif kind == "csv":
+                frame.write_csv(output)
+            else:
+                frame.write_ndjson(output)
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
-    return frame.height, config_path
+    return rows, config_path
+
+
+def _sink(frame: pl.LazyFrame, output: Path, kind: str) -> int:
+    """Write a lazily scanned table as `kind` a batch at a time; the rows written."""
+    import polars as pl
+
+    if kind == "parquet":
+        frame.sink_parquet(output)
+    elif kind == "csv":
+        frame.sink_csv(output)
+    else:
+        frame.sink_ndjson(output)
+    return int(frame.select(pl.len()).collect(engine="streaming").item())
 
 
 def config_document(run: Run) -> dict[str, object]:

@@ -38,6 +38,7 @@ from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
+from loganalyzer.spill import collect
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
 
@@ -250,10 +251,14 @@ def _write_run(
     _remove(old)
 
 
-def _write_parquet(target: Location, frame: pl.DataFrame) -> None:
+def _write_parquet(target: Location, frame: pl.DataFrame | pl.LazyFrame) -> None:
     if target.local:
-        frame.write_parquet(target.path)
+        if isinstance(frame, pl.LazyFrame):  # a spilled long table: streamed, never held
+            frame.sink_parquet(target.path)
+        else:
+            frame.write_parquet(target.path)
         return
+    frame = collect(frame)
     buffer = io.BytesIO()
     frame.write_parquet(buffer)
     with target.fs.open(target.path, "wb") as stream:

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import polars as pl
 
+from loganalyzer.model import Metrics
+from loganalyzer.spill import collect
+
 SAMPLES = "consumed samples"
 TOKENS = "consumed tokens"
 
 
-def seq_length_from_consumed(metrics: pl.DataFrame) -> tuple[int, str] | None:
+def seq_length_from_consumed(metrics: Metrics) -> tuple[int, str] | None:
     """The sequence length from consumed tokens ÷ consumed samples, with where it came from."""
     names = pl.col("name").cast(pl.String)
-    rows = (
-        metrics.filter(names.is_in([SAMPLES, TOKENS]) & pl.col("iteration").is_not_null())
+    rows = collect(
+        metrics.lazy()
+        .filter(pl.col("name").is_in([SAMPLES, TOKENS]) & pl.col("iteration").is_not_null())
         .with_columns(names.alias("name"))
-        .pivot("name", index="iteration", values="value", aggregate_function="first")
-    )
+    ).pivot("name", index="iteration", values="value", aggregate_function="first")
     if not {SAMPLES, TOKENS} <= set(rows.columns):
         return None
     rows = rows.drop_nulls([SAMPLES, TOKENS]).sort("iteration")

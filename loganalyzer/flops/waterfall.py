@@ -30,7 +30,8 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis.causes import DATA_PHASES
-from loganalyzer.analysis.phases import parent_of, timer_values
+from loganalyzer.analysis.phases import parent_of, timer_medians
+from loganalyzer.model import Metrics
 
 COMMUNICATION = re.compile(r"recv|send|all-?reduce|all-?gather|reduce-scatter|grads-sync|comm")
 
@@ -74,19 +75,18 @@ class Waterfall:
     notes: tuple[str, ...]
 
 
-def timer_shares(metrics: pl.DataFrame, step_ms: float | None) -> pl.DataFrame:
+def timer_shares(metrics: Metrics, step_ms: float | None) -> pl.DataFrame:
     """Per logged leaf timer: its median (ms) and share of the median step."""
-    values = timer_values(metrics)
-    if values.is_empty() or not step_ms:
+    medians = timer_medians(metrics)
+    if medians.is_empty() or not step_ms:
         return pl.DataFrame(
             schema={"phase": pl.String, "median_ms": pl.Float64, "share": pl.Float64}
         )
-    logged = set(values["phase"].unique().to_list())
+    logged = set(medians["phase"].to_list())
     parents = {parent_of(p, logged) for p in logged} - {None}
     return (
-        values.filter(~pl.col("phase").is_in(list(parents)))
-        .group_by("phase")
-        .agg(pl.col("value").median().alias("median_ms"))
+        medians.filter(~pl.col("phase").is_in(list(parents)))
+        .select("phase", median_ms="median")
         .with_columns((pl.col("median_ms") / step_ms).alias("share"))
         .sort("median_ms", descending=True)
     )

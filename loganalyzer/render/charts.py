@@ -15,8 +15,9 @@ from typing import Any
 
 import polars as pl
 
+from loganalyzer.analysis.medians import grouped_median
 from loganalyzer.analysis.phases import parent_of, timer_values
-from loganalyzer.model import Run
+from loganalyzer.model import Metrics, Run
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.viewmodel import Chart, ChartFacts
 
@@ -408,9 +409,9 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     )
 
 
-def _timers(metrics: pl.DataFrame) -> Chart | None:
+def _timers(metrics: Metrics) -> Chart | None:
     """Timer phases per record, stacked (the max across ranks where both are logged)."""
-    timers = timer_values(metrics)
+    timers = timer_values(metrics).with_columns(pl.col("phase").cast(pl.String))
     if not timers.height:
         return None
     logged = set(timers["phase"].unique().to_list())
@@ -474,14 +475,11 @@ def _ramp(n: int) -> list[str]:
     return shades
 
 
-def _ranks(metrics: pl.DataFrame) -> Chart | None:
+def _ranks(metrics: Metrics) -> Chart | None:
     """Each rank's median of every per-rank metric, as a ratio to the median rank."""
-    per_rank = (
-        metrics.filter(pl.col("rank").is_not_null())
-        .with_columns(pl.col("name").cast(pl.String))
-        .group_by("name", "rank")
-        .agg(pl.col("value").median())
-    )
+    per_rank = grouped_median(
+        metrics.lazy().filter(pl.col("rank").is_not_null()), ["name", "rank"]
+    ).with_columns(pl.col("name").cast(pl.String))
     if per_rank.is_empty():
         return None
     spread = (

@@ -22,6 +22,7 @@ from loganalyzer.parsers.megatron.config import run_config, segment_config
 from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_key
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.spill import SpillingTable
 
 # An iteration line: `iteration N/ M |` at most this many characters before its step time.
 ITERATION_HEAD_BEFORE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
@@ -53,13 +54,13 @@ class MegatronParser:
 
     def parse(self, path: Path) -> Run:
         chunks: list[Chunk] = []
-        longs: list[pl.DataFrame] = []
+        longs = SpillingTable()  # the long table outgrows memory on big logs: see spill.py
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
         for chunk, placed in _scanned(path):
             long = _continued(placed, last)
             last = _last_anchor(chunk, last)
-            longs.append(long_part(long, previous_keys, str(path)))
+            longs.add(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
             chunks.append(dataclasses.replace(chunk, extras=_NOTHING, metrics=_NOTHING))
         facts = pl.concat([c.facts for c in chunks]).unique(
@@ -71,7 +72,7 @@ class MegatronParser:
         config, framework, warnings = run_config(facts, keys, str(path))
         table = iteration_table([c.records for c in chunks], config, str(path))
         later_launches = segment_config(facts, config, table, str(path))
-        long = pl.concat(longs, rechunk=False) if longs else conform_metrics(pl.DataFrame())
+        metrics = longs.finish(conform_metrics(pl.DataFrame()))
         del chunks
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
@@ -79,7 +80,7 @@ class MegatronParser:
             framework=framework,
             config=config,
             table=table,
-            metrics=long,
+            metrics=metrics,
             sources=[SourceInfo(str(path), self.name, table.height)],
             warnings=warnings,
             segment_config=later_launches,

@@ -1,0 +1,156 @@
+"""Bounded memory for the long metrics table: parts held in memory up to a budget, written to
+temporary Parquet files beyond it, and the whole read back as a lazy scan.
+
+A log's long table grows with the file (the 2021 Megatron-LM format prints 32 ranks' memory
+lines: 22 M rows, 0.8 GB in memory, for a 1 GB log), while the per-iteration table and
+everything the analysis derives stay small. A parser hands its rows over in parts
+(`SpillingTable.add`); while the parts held stay under the budget nothing touches the disk
+and `finish` gives the usual DataFrame. Past the budget the parts held are written to a file
+and dropped, and `finish` gives a LazyFrame scanning those files, which every consumer
+reads through `collect` (polars' streaming engine, a batch at a time): peak memory is then
+the budget plus what a query keeps, whatever the size of the log.
+
+Parquet rather than Arrow IPC, by measurement (22 M rows in files of 2 M): polars' streaming
+scan of IPC files holds several whole files at once (130-250 MB for a filter) and reads
+790 MB; of Parquet it reads a row group at a time (about 100 MB for the same filter, three
+times as fast), from 370 MB of files, and skips row groups by their statistics (a filter on
+rows without an iteration number reads none). A memory-mapped IPC DataFrame would not bound
+the peak either: every page a query touches counts in the process's resident memory, and
+polars 2 copies IPC into memory when it reads it eagerly.
+
+The files live in one folder per command, under the system's temporary folder (TMPDIR),
+never beside the input; it is removed when the process that made it exits. Worker processes
+(`loganalyzer.readfiles`) write into their parent's folder (named to them in the
+environment, see `share_with_workers`), so the runs they send back still find their files.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from loganalyzer.model import Metrics
+
+# Bytes of long-table rows held in memory before they are written to disk (the budget).
+BUDGET_BYTES = 64 << 20
+BUDGET_ENV = "LOGANALYZER_METRICS_BUDGET_BYTES"
+# Bytes polars' group-by holds per group while it runs (measured: 1.3 GB for 10 M groups of
+# an integer and a category key).
+GROUP_BYTES = 128
+# The fewest rows in a slice, whatever the budget: a query per handful of rows costs more
+# than the rows.
+MIN_SLICE_ROWS = 64
+# Rows per Parquet row group: what a scan reads at a time.
+ROW_GROUP_ROWS = 1 << 17
+# The folder spilled files go to, named by the process that removes it at exit.
+FOLDER_ENV = "LOGANALYZER_SPILL_DIR"
+
+_files = itertools.count()
+
+
+def budget_bytes() -> int:
+    """The budget: `BUDGET_ENV` (bytes) when set to a whole number, else `BUDGET_BYTES`."""
+    stated = os.environ.get(BUDGET_ENV, "").strip()
+    return int(stated) if stated.isdigit() else BUDGET_BYTES
+
+
+def share_with_workers() -> None:
+    """Name this process's spill folder in the environment before starting worker processes:
+    they inherit the name and write there, and this process removes the folder at exit (a
+    worker's own folder would go with the worker, before its runs are read)."""
+    if os.environ.get(FOLDER_ENV) is None:
+        name = f"loganalyzer-spill-{os.getpid()}-{secrets.token_hex(6)}"
+        folder = Path(tempfile.gettempdir()) / name
+        os.environ[FOLDER_ENV] = str(folder)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+def _folder() -> Path:
+    share_with_workers()
+    folder = Path(os.environ[FOLDER_ENV])
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+class SpillingTable:
+    """Parts of one long table, in order, held in memory up to the budget and written to
+    disk beyond it. Parts must share one schema."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self._budget = budget_bytes() if budget is None else budget
+        self._held: list[pl.DataFrame] = []
+        self._held_bytes = 0
+        self._files: list[Path] = []
+
+    @property
+    def spilled(self) -> bool:
+        """Whether any part has gone to disk."""
+        return bool(self._files)
+
+    def add(self, part: pl.DataFrame) -> None:
+        """Keep `part`; past the budget, write every part held to one file and drop them."""
+        self._held.append(part)
+        self._held_bytes += int(part.estimated_size())
+        if self._held_bytes > self._budget:
+            self._write_held()
+
+    def finish(self, empty: pl.DataFrame) -> Metrics:
+        """The whole table: a DataFrame of the parts (`empty` when there are none) if nothing
+        was spilled, else a LazyFrame scanning the files in order."""
+        if not self._files:
+            return pl.concat(self._held, rechunk=False) if self._held else empty
+        self._write_held()
+        return pl.scan_parquet(self._files)
+
+    def _write_held(self) -> None:
+        if not self._held:
+            return
+        path = _folder() / f"metrics-{os.getpid()}-{next(_files):05d}.parquet"
+        pl.concat(self._held, rechunk=False).write_parquet(
+            path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS
+        )
+        self._files.append(path)
+        self._held, self._held_bytes = [], 0
+
+
+def collect(frame: Metrics) -> pl.DataFrame:
+    """A query on the long table (or the table itself) as a DataFrame, run by polars'
+    streaming engine: a spilled table is read a batch at a time, never whole."""
+    return frame.lazy().collect(engine="streaming")
+
+
+def concat(frames: Sequence[Metrics]) -> Metrics:
+    """Long tables one after another: a DataFrame when every one is in memory, else lazy."""
+    if all(isinstance(frame, pl.DataFrame) for frame in frames):
+        return pl.concat(frames)  # type: ignore[type-var]
+    return pl.concat([frame.lazy() for frame in frames])
+
+
+def metric_names(metrics: Metrics) -> list[str]:
+    """The distinct metric names of a long table, as text (matched once each by callers, not
+    row by row)."""
+    found = collect(metrics.lazy().select(pl.col("name").unique().cast(pl.String)))
+    return [str(name) for name in found["name"]]
+
+
+def slices(metrics: Metrics) -> list[pl.LazyFrame]:
+    """The long table in slices of at most `slice_rows` rows, in order: an aggregation with
+    as many groups as rows (per iteration and metric) is run a slice at a time, its group-by
+    table bounded by the budget rather than by the log."""
+    rows = int(collect(metrics.lazy().select(pl.len())).item())
+    step = slice_rows()
+    return [metrics.lazy().slice(start, step) for start in range(0, rows, step)]
+
+
+def slice_rows() -> int:
+    """Rows of the long table in one slice: a polars group-by holds about 100 bytes a group,
+    so a slice's aggregation stays within the budget."""
+    return max(MIN_SLICE_ROWS, budget_bytes() // GROUP_BYTES)

@@ -1,0 +1,219 @@
+"""The long table past the memory budget: spilled to temporary Parquet files and scanned
+lazily, with every figure the same as when it is held in memory (loganalyzer.spill)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from loganalyzer.analysis.phases import timer_medians, timer_values, timer_values_at
+from loganalyzer.cli import main
+from loganalyzer.load import load_run
+from loganalyzer.model import METRICS_SCHEMA
+from loganalyzer.parsers.megatron import MegatronParser
+from loganalyzer.readfiles import FileTask, read_files
+from loganalyzer.registry import load_registry
+from loganalyzer.spill import (
+    BUDGET_ENV,
+    FOLDER_ENV,
+    GROUP_BYTES,
+    SpillingTable,
+    collect,
+    slices,
+)
+from loganalyzer.summary import build_summary
+from tests.conftest import FIXTURES, ROOT
+
+MEGATRON = FIXTURES / "megatron"
+# Logs with timers (one-line and min/max), 32 ranks' memory lines, restarts in one file
+# and across files, start-up timers and per-rank copies.
+SOURCES = [
+    [MEGATRON / "bigscience_gpt2_tp4_pp8.out"],
+    [MEGATRON / "core_0_12_llama3_8b_throughput.log"],
+    [MEGATRON / "quirks" / "timers_minmax.log"],
+    [MEGATRON / "quirks" / "restart_in_file.log"],
+    [MEGATRON / "quirks" / "srun_label_duplicates.log"],
+    [MEGATRON / "restart_dir"],
+]
+TINY = "100"
+# The GPU given, so that MFU and the waterfall are computed too.
+OPTIONS: dict[str, dict[str, object]] = {
+    "shape": {},
+    "run": {"gpu": "h100-sxm"},
+}  # bytes: every chunk of a fixture's long table goes to disk
+
+
+@pytest.fixture
+def spill_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A spill folder of the test's own (not yet made), named as a parent process would."""
+    folder = tmp_path / "spill"
+    monkeypatch.setenv(FOLDER_ENV, str(folder))
+    return folder
+
+
+def _summary(sources: list[Path]) -> dict[str, object]:
+    loaded = load_run([str(s) for s in sources], load_registry())
+    return build_summary(loaded, OPTIONS)
+
+
+@pytest.mark.parametrize("sources", SOURCES, ids=lambda s: s[0].name)
+def test_a_spilled_run_summarises_as_one_held_in_memory(
+    sources: list[Path], spill_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = _summary(sources)
+    monkeypatch.setenv(BUDGET_ENV, TINY)
+    loaded = load_run([str(s) for s in sources], load_registry())
+    assert isinstance(loaded.run.metrics, pl.LazyFrame)
+    assert build_summary(loaded, OPTIONS) == held
+    assert list(spill_folder.glob("*.parquet"))
+
+
+def test_the_spilled_table_is_the_table_held_in_memory(
+    spill_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = MEGATRON / "bigscience_gpt2_tp4_pp8.out"
+    held = MegatronParser().parse(log).metrics
+    assert isinstance(held, pl.DataFrame) and held.height > 100
+    monkeypatch.setenv(BUDGET_ENV, TINY)
+    spilled = MegatronParser().parse(log).metrics
+    assert isinstance(spilled, pl.LazyFrame)
+    assert spilled.collect_schema() == pl.Schema(METRICS_SCHEMA)
+    assert collect(spilled).equals(held)
+    assert list(spill_folder.glob("*.parquet"))
+
+
+def test_a_run_under_the_budget_never_touches_the_disk(spill_folder: Path) -> None:
+    run = MegatronParser().parse(MEGATRON / "bigscience_gpt2_tp4_pp8.out")
+    assert isinstance(run.metrics, pl.DataFrame)
+    assert not spill_folder.exists()
+
+
+def test_parts_are_written_once_past_the_budget_and_read_back_in_order(
+    spill_folder: Path,
+) -> None:
+    table = SpillingTable(budget=100)
+    empty = pl.DataFrame(schema={"x": pl.Int64})
+    table.add(pl.DataFrame({"x": [1, 2]}))
+    assert not table.spilled and not spill_folder.exists()  # 16 bytes held
+    table.add(pl.DataFrame({"x": list(range(3, 20))}))
+    assert table.spilled
+    table.add(pl.DataFrame({"x": [20]}))
+    whole = table.finish(empty)
+    assert isinstance(whole, pl.LazyFrame)
+    assert collect(whole)["x"].to_list() == list(range(1, 21))
+    assert len(list(spill_folder.iterdir())) == 2
+    assert SpillingTable(budget=100).finish(empty) is empty
+
+
+def test_slices_cover_the_table_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BUDGET_ENV, str(100 * GROUP_BYTES))  # a hundred rows a slice
+    frame = pl.DataFrame({"x": list(range(250))})
+    parts = [collect(part)["x"].to_list() for part in slices(frame)]
+    assert [len(p) for p in parts] == [100, 100, 50]
+    assert [x for part in parts for x in part] == list(range(250))
+
+
+def test_runs_read_by_worker_processes_keep_their_spilled_files(
+    spill_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BUDGET_ENV, TINY)
+    paths = [MEGATRON / "bigscience_gpt2_tp4_pp8.out", MEGATRON / "restart_dir" / "slurm-1001.out"]
+    tasks = [FileTask(path, explicit=True, forced_format=None) for path in paths]
+    pooled = list(read_files(tasks, load_registry(), jobs=2))
+    for outcome, path in zip(pooled, paths, strict=True):
+        assert outcome.run is not None
+        assert isinstance(outcome.run.metrics, pl.LazyFrame)
+        assert collect(outcome.run.metrics).equals(collect(MegatronParser().parse(path).metrics))
+
+
+def test_export_streams_a_spilled_table(
+    tmp_path: Path, spill_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = str(MEGATRON / "bigscience_gpt2_tp4_pp8.out")
+    written = {}
+    for budget in ("", TINY):
+        monkeypatch.setenv(BUDGET_ENV, budget)
+        out = tmp_path / f"metrics{budget}.parquet"
+        result = CliRunner().invoke(main, ["export", "-q", log, "--metrics", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        written[budget] = pl.read_parquet(out)
+    assert written[TINY].equals(written[""])
+
+
+def test_the_spill_folder_goes_when_the_command_ends(tmp_path: Path) -> None:
+    log = MEGATRON / "quirks" / "timers_minmax.log"
+    env = {k: v for k, v in os.environ.items() if k != FOLDER_ENV}
+    env |= {BUDGET_ENV: TINY, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    script = (
+        "import os, sys\n"
+        "from loganalyzer.cli import main\n"
+        "try:\n"
+        "    main(['summary', '-q', sys.argv[1], '--json'])\n"
+        "finally:\n"
+        f"    print(os.environ[{FOLDER_ENV!r}], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)], env=env, capture_output=True, text=True
+    )
+    assert json.loads(done.stdout)["iterations"]["logged"] > 0
+    folder = Path(done.stderr.strip().splitlines()[-1])
+    assert folder.parent == tmp_path  # under TMPDIR, never beside the input
+    assert not folder.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _restarted_timers() -> pl.DataFrame:
+    """A long table of timers over a run restarted twice from iteration 1 (every iteration
+    logged three times), with ranks' copies of some lines, `/min` rows and start-up timers."""
+    names = ["timer/forward-backward/max", "timer/forward-backward/min", "timer/optimizer"]
+    rows: list[tuple[int | None, str, float, str, int | None, int]] = []
+    for launch in range(3):
+        rows.append((None, "timer/model-and-optimizer-setup", 900.0 + launch, "x.log", None, 0))
+        for iteration in range(1, 41):
+            for k, name in enumerate(names):
+                value = float((iteration * 37 + k * 11 + launch * 5) % 53)
+                rows.append((iteration, name, value, "x.log", None, len(rows)))
+                if iteration % 7 == 0:  # another rank's copy of the line, another value
+                    rows.append((iteration, name, value + 1.5, "x.log", None, len(rows)))
+    return pl.DataFrame(rows, schema=dict(METRICS_SCHEMA), orient="row")
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        MegatronParser().parse(MEGATRON / "bigscience_gpt2_tp4_pp8.out").metrics,
+        _restarted_timers(),
+    ],
+    ids=["bigscience", "restarted"],
+)
+def test_timer_medians_are_those_of_the_per_iteration_timer_table(
+    metrics: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted in passes over slices of 64 rows (iterations split between slices, phases
+    logged again after a restart), as polars' median of the whole table gives them."""
+    whole = timer_values(metrics)  # one slice under the default budget
+    expected = (
+        whole.group_by("phase")
+        .agg(median=pl.col("value").median())
+        .sort("phase")
+        .with_columns(pl.col("phase").cast(pl.String))
+    )
+    assert expected.height
+    monkeypatch.setenv(BUDGET_ENV, str(64 * GROUP_BYTES))
+    assert len(slices(metrics)) > 1
+    assert timer_medians(metrics).equals(expected)
+    assert timer_values(metrics).sort("iteration", "phase").equals(whole.sort("iteration", "phase"))
+    some = whole["iteration"].unique().sort().gather_every(3)
+    at = whole.filter(pl.col("iteration").is_in(some.implode()))
+    assert (
+        timer_values_at(metrics, some)
+        .sort("iteration", "phase")
+        .equals(at.with_columns(pl.col("phase").cast(pl.String)).sort("iteration", "phase"))
+    )
