@@ -106,21 +106,10 @@ def export(
 def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]:
     """The run's table (or metrics table) as `kind`, its config beside it; the rows written
     and the config's path."""
-    import polars as pl
-
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
     try:
-        if isinstance(frame, pl.LazyFrame):  # a spilled long table: streamed, never held
-            rows = _sink(frame, output, kind)
-        else:
-            rows = frame.height
-            if kind == "parquet":
-                frame.write_parquet(output)
-            elif kind == "csv":
-                frame.write_csv(output)
-            else:
-                frame.write_ndjson(output)
+        rows = _sink(frame.lazy(), output, kind)  # a spilled long table: streamed, never held
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc

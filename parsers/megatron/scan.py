@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS
+from loganalyzer.parsers.megatron.markers import CANDIDATES
 from loganalyzer.parsers.megatron.metrics import (
     checkpoint_saves,
     memory_lines,
@@ -50,23 +51,6 @@ class Chunk:
     metrics: pl.DataFrame  # timers, memory, events: not yet tied to their iteration
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
-
-
-# Literal markers of the lines this parser reads; everything else is skipped unparsed.
-CANDIDATES = (
-    "iteration",
-    "memory (MB)",
-    "time (ms)",
-    "across ranks",
-    ".:",
-    "world size",
-    "padded vocab",
-    "for parameters",
-    "batch_size",
-    "gradient_accumulation_steps",
-    "saving checkpoint",
-    "validation",
-)
 
 
 def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from loganalyzer.parsers.megatron import template
+from loganalyzer.parsers.megatron.markers import OTHER_MARKS
 from loganalyzer.parsers.megatron.metrics import MEMORY_AFTER, MEMORY_METRIC, TIMER_METRIC
 from loganalyzer.parsers.megatron.records import ITERATION_STAMP, record_key
 from loganalyzer.parsers.megatron.template import (
@@ -45,21 +46,8 @@ TIMER_HEAD = rf"{LAUNCHER_PREFIX}\s*time \(ms\) $"
 # A colour code (the general path removes them), a record glued on, or the mark of a line
 # another reader of `scan.py` looks at: a memory or timer line holding one after its head is
 # left to the general path, and so is a template (of iteration lines) whose text holds one.
-MARKERS = (
-    "memory (MB)",
-    "time (ms)",
-    "across ranks",
-    ".:",
-    "world size",
-    "padded vocab",
-    "parameters",
-    "batch_size",
-    "gradient_accumulation_steps",
-    "saving checkpoint",
-    "validation",
-)
 NOT_PLAIN = "|".join(
-    [r"\x1b", r"\[[0-9;]{1,8}m", r"iteration\s+\d", r"\[Rank \d", *map(re.escape, MARKERS)]
+    [r"\x1b", r"\[[0-9;]{1,8}m", r"iteration\s+\d", r"\[Rank \d", *map(re.escape, OTHER_MARKS)]
 )
 
 

@@ -1,0 +1,22 @@
+"""The literal marks of the lines the Megatron parser reads; every other line is skipped
+unparsed, and no regular expression sees it."""
+
+from __future__ import annotations
+
+# Marks of the lines read besides iteration lines: memory and timer reports, start-up facts,
+# checkpoint saves and evaluations.
+OTHER_MARKS = (
+    "memory (MB)",
+    "time (ms)",
+    "across ranks",
+    ".:",
+    "world size",
+    "padded vocab",
+    "parameters",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "saving checkpoint",
+    "validation",
+)
+
+CANDIDATES = ("iteration", *OTHER_MARKS)
