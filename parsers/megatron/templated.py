@@ -90,13 +90,12 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     )
     # Memory and timer lines are read by `key_value_rows`, which takes any field it can:
     # only lines with nothing else in them come here.
-    plain = split.filter(
-        (head.str.contains(MEMORY_HEAD) | head.str.contains(TIMER_HEAD))
-        & ~pl.col("rest").str.contains(NOT_PLAIN)
-    )
-    memory = _memory_lines(plain.filter(head.str.contains(MEMORY_HEAD)))
+    plain = split.with_columns(
+        is_memory=head.str.contains(MEMORY_HEAD), is_timer=head.str.contains(TIMER_HEAD)
+    ).filter((pl.col("is_memory") | pl.col("is_timer")) & ~pl.col("rest").str.contains(NOT_PLAIN))
+    memory = _memory_lines(plain.filter("is_memory"))
     timer = (
-        plain.filter(head.str.contains(TIMER_HEAD))
+        plain.filter("is_timer")
         .with_columns(_label(head))
         .select("line", "launch", "rest", "rank", after=pl.lit(None, dtype=pl.Int64))
     )
@@ -156,7 +155,8 @@ def _iteration_lines(
             break
         shape = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
         if re.search(NOT_PLAIN, shape):
-            break
+            remaining = remaining.slice(1)  # the line it was learned from: the general path's
+            continue
         texts = shape.split("|")
         fields = template_fields(shape)
         parts = remaining.select(
@@ -175,14 +175,13 @@ def _iteration_lines(
             *(values.get_column(str(i)).is_not_null() for i in range(len(fields))),
         ).fill_null(False)
         taken = parts.select(fits).to_series()
+        # The line the template was learned from leaves too, taken or not (a value that is no
+        # plain number leaves it to the general path): the next template is another line's.
+        remaining = remaining.filter((~taken).scatter(0, False))
         if not taken.any():
-            remaining = remaining.filter(~taken)
             continue
         keys.update(f.printed.lower() for f in fields)
-        if taken.all():
-            remaining = remaining.clear()
-        else:
-            remaining = remaining.filter(~taken)
+        if not taken.all():
             parts, values = parts.filter(taken), values.filter(taken)
         wide, extra = arranged(values, fields)
         records.append(_records(parts).hstack(counts_as_integers(wide).drop("line", "piece")))
