@@ -9,7 +9,7 @@ These helpers handle that once for every text parser.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -81,9 +81,17 @@ IN_FLIGHT = 2
 
 def scanned_chunks(path: Path, scan: Callable[[pl.DataFrame], T]) -> Iterator[T]:
     """`scan` of each of the file's line chunks, in order, IN_FLIGHT chunks at a time."""
+    return scanned_in_flight(line_frames(path), scan)
+
+
+def scanned_in_flight(
+    frames: Iterable[pl.DataFrame], scan: Callable[[pl.DataFrame], T]
+) -> Iterator[T]:
+    """`scan` of each frame on a thread pool, IN_FLIGHT at a time, yielded in order while the
+    next frames are read."""
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         pending: deque[Future[T]] = deque()
-        for frame in line_frames(path):
+        for frame in frames:
             pending.append(pool.submit(scan, frame))
             if len(pending) >= IN_FLIGHT:
                 yield pending.popleft().result()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -23,6 +21,7 @@ from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_ke
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.spill import SpillingTable
+from loganalyzer.textlog import scanned_in_flight
 
 # An iteration line: `iteration N/ M |` at most this many characters before its step time.
 ITERATION_HEAD_BEFORE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
@@ -105,22 +104,10 @@ NO_ANCHOR = pl.DataFrame(schema=ANCHOR_SCHEMA)
 _NOTHING = pl.DataFrame()
 
 
-# Chunks scanned at once: polars releases the GIL, so two use both cores of a small machine;
-# more would only hold more chunks in memory.
-_IN_FLIGHT = 2
-
-
 def _scanned(path: Path) -> Iterator[tuple[Chunk, pl.DataFrame]]:
-    """The file's chunks scanned and their long-table rows placed (`_placed`), in order,
-    `_IN_FLIGHT` at a time on a thread pool."""
-    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as pool:
-        pending: deque[Future[tuple[Chunk, pl.DataFrame]]] = deque()
-        for frame in stateful_frames(path):
-            pending.append(pool.submit(_placed, frame))
-            if len(pending) >= _IN_FLIGHT:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    """The file's chunks scanned and their long-table rows placed (`_placed`), in order, on
+    a thread pool."""
+    return scanned_in_flight(stateful_frames(path), _placed)
 
 
 def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
@@ -128,12 +115,9 @@ def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
     chunk, in line order (with `launch`). Done on the pool: only the rows above the chunk's
     first iteration line are left for `_continued`, in file order."""
     chunk = scan_chunk(frame)
-    anchors = chunk.records.select(
-        anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
-    )
-    long = pl.concat([chunk.extras, anchored(chunk.metrics, anchors)], how="diagonal_relaxed").sort(
-        "line", maintain_order=True
-    )
+    long = pl.concat(
+        [chunk.extras, anchored(chunk.metrics, _anchors(chunk.records))], how="diagonal_relaxed"
+    ).sort("line", maintain_order=True)
     return chunk, long
 
 
@@ -160,9 +144,12 @@ def _continued(long: pl.DataFrame, last_anchor: pl.DataFrame) -> pl.DataFrame:
 
 def _last_anchor(chunk: Chunk, last_anchor: pl.DataFrame) -> pl.DataFrame:
     """The last iteration line read so far: the next chunk's first timer lines belong to it."""
-    if chunk.records.height == 0:
-        return last_anchor
-    last: pl.DataFrame = chunk.records.tail(1).select(
+    return _anchors(chunk.records.tail(1)) if chunk.records.height else last_anchor
+
+
+def _anchors(records: pl.DataFrame) -> pl.DataFrame:
+    """Iteration records as the anchors of the timer and memory lines below them."""
+    anchors: pl.DataFrame = records.select(
         anchor_line="line", launch=pl.col("launch").cast(pl.Int32), iteration="iteration"
     )
-    return last
+    return anchors
