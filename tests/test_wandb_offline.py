@@ -115,7 +115,9 @@ def test_fixture_summaries_match_golden(folder: Path, monkeypatch: pytest.Monkey
     assert_golden(f"wandb/{folder.name}.json", result.stdout)
 
 
-def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path) -> None:
+def _old_run_with_metadata(tmp_path: Path) -> Path:
+    """A copy of the wandb 0.16.6 run folder with a `files/wandb-metadata.json` naming its GPUs
+    (older wandb writes them there rather than in the run's records)."""
     (source,) = (FIXTURES / "wandb" / "v0_16_6").glob("wandb/offline-run-*")
     folder = tmp_path / source.name
     shutil.copytree(source, folder)
@@ -123,6 +125,11 @@ def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path
     (folder / "files" / "wandb-metadata.json").write_text(
         json.dumps({"gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 4})
     )
+    return folder
+
+
+def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path) -> None:
+    folder = _old_run_with_metadata(tmp_path)
     run = WandbParser().parse(next(folder.glob("run-*.wandb")))
     assert run.get("gpu_name") == "NVIDIA A100-SXM4-80GB"
     assert run.get("num_gpus") == 4
@@ -130,13 +137,7 @@ def test_an_old_run_folder_takes_its_gpu_from_wandb_metadata_json(tmp_path: Path
 
 
 def test_a_gpu_from_wandb_metadata_says_so_in_json_and_text(tmp_path: Path) -> None:
-    (source,) = (FIXTURES / "wandb" / "v0_16_6").glob("wandb/offline-run-*")
-    folder = tmp_path / source.name
-    shutil.copytree(source, folder)
-    (folder / "files").mkdir()
-    (folder / "files" / "wandb-metadata.json").write_text(
-        json.dumps({"gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 4})
-    )
+    folder = _old_run_with_metadata(tmp_path)
     as_json = CliRunner().invoke(main, ["summary", "-q", "--json", str(folder)])
     assert as_json.exit_code == 0, as_json.output
     gpu = json.loads(as_json.stdout)["run"]["gpu"]
