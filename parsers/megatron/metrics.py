@@ -65,20 +65,16 @@ def anchored(metrics: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns(iteration=pl.coalesce("after", "iteration"))
     )
-    return placed.select(
-        "line",
-        "launch",
-        "iteration",
-        pl.col("name").cast(pl.Categorical),
-        "value",
-        "rank",
-        copy_key=row_key(pl.col("name")),
+    # The key hashes the name's category, not its text: cheaper, and the same for the same
+    # name in every chunk (the categories are global).
+    return placed.with_columns(pl.col("name").cast(pl.Categorical)).select(
+        "line", "launch", "iteration", "name", "value", "rank", copy_key=row_key(pl.col("name"))
     )
 
 
 def row_key(name: pl.Expr) -> pl.Expr:
     """The key the copies of one timer, memory or event row share (several ranks print the
-    same line); `name` as text."""
+    same line); `name` Categorical."""
     return pl.struct(
         "launch", name.alias("name"), "rank", "value", pl.col("iteration").alias("iteration")
     ).hash()

@@ -115,9 +115,12 @@ def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
     chunk, in line order (with `launch`). Done on the pool: only the rows above the chunk's
     first iteration line are left for `_continued`, in file order."""
     chunk = scan_chunk(frame)
-    long = pl.concat(
-        [chunk.extras, anchored(chunk.metrics, _anchors(chunk.records))], how="diagonal_relaxed"
-    ).sort("line", maintain_order=True)
+    placed = anchored(chunk.metrics, _anchors(chunk.records))  # in line order
+    if chunk.extras.height == 0:
+        return chunk, placed
+    long = pl.concat([chunk.extras, placed], how="diagonal_relaxed").sort(
+        "line", maintain_order=True
+    )
     return chunk, long
 
 
@@ -134,9 +137,7 @@ def _continued(long: pl.DataFrame, last_anchor: pl.DataFrame) -> pl.DataFrame:
                 .then(pl.lit(iteration, dtype=pl.Int64))
                 .otherwise("iteration")
             ).with_columns(
-                copy_key=pl.when(lost)
-                .then(row_key(pl.col("name").cast(pl.String)))
-                .otherwise("copy_key")
+                copy_key=pl.when(lost).then(row_key(pl.col("name"))).otherwise("copy_key")
             )
     continued: pl.DataFrame = long.drop("launch")
     return continued

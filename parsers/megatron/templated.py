@@ -22,7 +22,12 @@ import polars as pl
 
 from loganalyzer.parsers.megatron import template
 from loganalyzer.parsers.megatron.markers import OTHER_MARKS
-from loganalyzer.parsers.megatron.metrics import MEMORY_AFTER, MEMORY_METRIC, TIMER_METRIC
+from loganalyzer.parsers.megatron.metrics import (
+    MEMORY_AFTER,
+    MEMORY_MARK,
+    MEMORY_METRIC,
+    TIMER_METRIC,
+)
 from loganalyzer.parsers.megatron.records import ITERATION_STAMP, record_key
 from loganalyzer.parsers.megatron.template import (
     arranged,
@@ -40,8 +45,9 @@ from loganalyzer.textlog import LAUNCHER_PREFIX, timestamps
 ITERATION_HEAD = (
     rf"{LAUNCHER_PREFIX}\s*(?:\[{ITERATION_STAMP}\]\s*)?iteration\s+\d{{1,18}}\s*/\s*\d+\s*$"
 )
-MEMORY_HEAD = rf"{LAUNCHER_PREFIX}\s*{MEMORY_AFTER} memory \(MB\)\s*$"
-TIMER_HEAD = rf"{LAUNCHER_PREFIX}\s*time \(ms\) $"
+MEMORY_HEAD = rf"{LAUNCHER_PREFIX}\s*{MEMORY_AFTER} {re.escape(MEMORY_MARK)}\s*$"
+TIMER_MARK = "time (ms)"
+TIMER_HEAD = rf"{LAUNCHER_PREFIX}\s*{re.escape(TIMER_MARK)} $"
 
 # A colour code (the general path removes them), a record glued on, or the mark of a line
 # another reader of `scan.py` looks at: a memory or timer line holding one after its head is
@@ -89,8 +95,12 @@ def take_reports(frame: pl.DataFrame) -> Taken:
         )
     )
     # Memory and timer lines are read by `key_value_rows`, which takes any field it can:
-    # only lines with nothing else in them come here.
-    plain = split.with_columns(
+    # only lines with nothing else in them come here. Their heads' literal marks pick them
+    # first: the patterns then see a quarter of the lines.
+    marked = split.filter(
+        head.str.contains(MEMORY_MARK, literal=True) | head.str.contains(TIMER_MARK, literal=True)
+    )
+    plain = marked.with_columns(
         is_memory=head.str.contains(MEMORY_HEAD), is_timer=head.str.contains(TIMER_HEAD)
     ).filter((pl.col("is_memory") | pl.col("is_timer")) & ~pl.col("rest").str.contains(NOT_PLAIN))
     memory = _memory_lines(plain.filter("is_memory"))
