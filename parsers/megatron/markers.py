@@ -8,7 +8,6 @@ from __future__ import annotations
 OTHER_MARKS = (
     "memory (MB)",
     "time (ms)",
-    "across ranks",
     ".:",
     "world size",
     "padded vocab",
