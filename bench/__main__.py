@@ -12,8 +12,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 from bench.harness import REPEAT_WITHIN_SECONDS, Row, measure, rows, table
+from bench.timing import StageTime, breakdown, progress
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
 STAGES = (
@@ -38,6 +40,7 @@ def main() -> None:
     runs = args.runs or (1 if args.quick else 3)
     started = time.perf_counter()
     all_rows: list[Row] = []
+    stage_times: list[StageTime] = []
     with tempfile.TemporaryDirectory(prefix="loganalyzer-bench-") as scratch:
         workdir = args.workdir or Path(scratch)
         for module_name in STAGES:
@@ -46,17 +49,41 @@ def main() -> None:
                 continue
             folder = workdir / stage.NAME
             folder.mkdir(parents=True, exist_ok=True)
-            for case in stage.cases(folder, args.quick):
-                print(f"{case.stage}: {case.what} ...", file=sys.stderr, flush=True)
-                subject = measure(case.subject, runs)
-                baselines = [measure(b, runs) for b in case.baselines]
-                all_rows.extend(rows(case, subject, baselines))
+            stage_times.append(StageTime(stage.NAME))
+            all_rows.extend(run_stage(stage, folder, args.quick, runs, stage_times[-1]))
+    total = time.perf_counter() - started
     print(table(all_rows))
     print(
         f"\nup to {runs} run(s) per command (one more only while its runs took under"
-        f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS;"
-        f" {time.perf_counter() - started:.0f} s in all",
+        f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS.",
     )
+    print(breakdown(stage_times, total))
+
+
+def run_stage(
+    stage: ModuleType, folder: Path, quick: bool, runs: int, spent: StageTime
+) -> list[Row]:
+    """Write one stage's inputs, measure its cases; the rows, and its time in `spent`."""
+    say(f"{stage.NAME}: writing inputs ...")
+    inputs_started = time.perf_counter()
+    stage_cases = stage.cases(folder, quick)
+    spent.inputs = time.perf_counter() - inputs_started
+    say(f"{stage.NAME}: inputs in {spent.inputs:.1f} s")
+    found: list[Row] = []
+    for case in stage_cases:
+        say(f"{case.stage}: {case.what} ...")
+        measured = []
+        for command in (case.subject, *case.baselines):
+            measured.append(measure(command, runs))
+            say(progress(measured[-1]))
+        spent.commands.extend(measured)
+        found.extend(rows(case, measured[0], measured[1:]))
+    say(f"{stage.NAME}: {spent.total:.1f} s")
+    return found
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

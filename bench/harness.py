@@ -58,6 +58,7 @@ class Measurement:
     cpu_seconds: float  # median over the runs of user + system time, all threads
     peak_rss_mb: float  # the largest over the runs
     runs: int
+    spent: float  # wall seconds of all its runs, whole processes (what the harness waited)
 
 
 def child_argv(*args: str) -> list[str]:
@@ -87,7 +88,7 @@ def measure(command: Command, runs: int) -> Measurement:
         cpu.append(_reported_seconds(output, cpu_seconds, "cpu_seconds"))
         peaks.append(peak)
     return Measurement(
-        command, statistics.median(times), statistics.median(cpu), max(peaks), len(times)
+        command, statistics.median(times), statistics.median(cpu), max(peaks), len(times), spent
     )
 
 
