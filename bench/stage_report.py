@@ -9,11 +9,12 @@ headless Chromium. Each against a baseline measured in the same run:
 
 The run is synthetic (the test factories' generator: warm-up, spikes, a periodic slowdown, a
 sustained slowdown, a restart, a stall), with loss, learning rate, grad norm and two timer
-phases every 1,000 iterations; parsing is the stdout stage's business. The render cases need
-Debian's `chromium` (left out, with a note, where it is missing). Children:
+phases every 1,000 iterations, built once as an input (`bench.synthetic`); parsing is the
+stdout stage's business. The render cases need Debian's `chromium` (left out, with a note,
+where it is missing). Children:
 
-    python -m bench.stage_report build RECORDS OUT.html
-    python -m bench.stage_report summary RECORDS
+    python -m bench.stage_report build RUN_FOLDER OUT.html
+    python -m bench.stage_report summary RUN_FOLDER
     python -m bench.stage_report paint|drawn REPORT.html
 """
 
@@ -27,9 +28,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import synthetic
 from bench.harness import PYTHON, ROOT, Case, Command
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from loganalyzer.load import Loaded
 
 NAME = "report"
@@ -59,6 +63,7 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
 
     records = QUICK if quick else FULL
     label = f"{records:,} iterations"
+    run = str(synthetic.save(workdir / f"run-{records}", *synthetic_tables(records)))
     build = Case(
         NAME,
         f"{label}: build",
@@ -66,10 +71,10 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
         "records",
         Command(
             "report (document, view, charts, HTML)",
-            _child("build", str(records), str(workdir / "built.html")),
+            _child("build", run, str(workdir / "built.html")),
             _flagged,
         ),
-        (Command("summary document alone", _child("summary", str(records)), _flagged),),
+        (Command("summary document alone", _child("summary", run), _flagged),),
     )
     if chromium_path() is None:
         print(
@@ -80,7 +85,7 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
     # The pages opened: written once here, as inputs, by the code under test.
     report = workdir / "report.html"
     subprocess.run(
-        _child("build", str(records), str(report)),
+        _child("build", run, str(report)),
         check=True,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -145,12 +150,11 @@ def _flagged(stdout: str) -> str | None:
     return None
 
 
-def synthetic_loaded(records: int) -> Loaded:
-    """A run of `records` iterations with everything the report draws."""
+def synthetic_tables(records: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A run of `records` iterations with everything the report draws: its per-iteration
+    table and its long metrics table."""
     import polars as pl
 
-    from loganalyzer.load import Loaded
-    from loganalyzer.model import Run, SourceInfo
     from tests.analysis_factories import synthetic_run, timer_metrics
 
     made = synthetic_run(
@@ -175,6 +179,15 @@ def synthetic_loaded(records: int) -> Loaded:
         timed,
         {"forward-compute": [2000.0] * len(timed), "backward-compute": [3900.0] * len(timed)},
     )
+    return table, metrics
+
+
+def synthetic_loaded(folder: Path) -> Loaded:
+    """The run `synthetic_tables` built, read back from `folder`, as `load` gives it."""
+    from loganalyzer.load import Loaded
+    from loganalyzer.model import Run, SourceInfo
+
+    table, metrics = synthetic.load(folder)
     run = Run(
         framework="megatron-lm",
         config={},
@@ -185,23 +198,23 @@ def synthetic_loaded(records: int) -> Loaded:
     return Loaded(run)
 
 
-def build(records: int, out: Path) -> None:
+def build(folder: Path, out: Path) -> None:
     """The report as `loganalyzer report` builds it from a loaded run, written to `out`."""
     from loganalyzer.render.html import render_html
     from loganalyzer.render.view import build_view
     from loganalyzer.summary import build_summary
 
-    loaded = synthetic_loaded(records)
+    loaded = synthetic_loaded(folder)
     start, cpu = time.perf_counter(), time.process_time()
     document = build_summary(loaded, OPTIONS)
     out.write_text(render_html(build_view(document, loaded.run)), encoding="utf-8")
     _report_found(document, start, cpu)
 
 
-def summary(records: int) -> None:
+def summary(folder: Path) -> None:
     from loganalyzer.summary import build_summary
 
-    loaded = synthetic_loaded(records)
+    loaded = synthetic_loaded(folder)
     start, cpu = time.perf_counter(), time.process_time()
     document = build_summary(loaded, OPTIONS)
     _report_found(document, start, cpu)
@@ -233,8 +246,8 @@ def open_page(path: Path, until: str) -> None:
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
     if command == "build":
-        build(int(rest[0]), Path(rest[1]))
+        build(Path(rest[0]), Path(rest[1]))
     elif command == "summary":
-        summary(int(rest[0]))
+        summary(Path(rest[0]))
     else:
         open_page(Path(rest[0]), command)

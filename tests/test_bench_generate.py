@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import synthetic
 from bench.generate import write_log, write_run_dir
+from bench.stage_report import synthetic_tables
 from loganalyzer.parsers.megatron import MegatronParser
 
 SIZE = 2 << 20  # 2 MiB: several blocks of 1,000 iterations in each format
@@ -92,3 +94,12 @@ def test_a_run_directory_continues_its_iterations(tmp_path: Path) -> None:
     runs = [MegatronParser().parse(path) for path in sorted((tmp_path / "run").iterdir())]
     steps = [step for run in runs for step in run.table["iteration"].to_list()]
     assert steps == list(range(1, total + 1))
+
+
+def test_a_synthetic_run_reads_back_as_built(tmp_path: Path) -> None:
+    """The analysis and report stages build their run once; every child reads the same
+    tables, schema and categories included."""
+    table, metrics = synthetic_tables(5_000)
+    read_table, read_metrics = synthetic.load(synthetic.save(tmp_path / "run", table, metrics))
+    assert read_table.equals(table) and read_table.schema == table.schema
+    assert read_metrics.equals(metrics) and read_metrics.schema == metrics.schema
