@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from bench.harness import REPEAT_WITHIN_SECONDS, Row, measure, rows, table
-from bench.timing import StageTime, breakdown, progress
+from bench.timing import StageTime, breakdown, cpu_seconds, progress
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
 STAGES = (
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="generate inputs here (kept)")
     args = parser.parse_args()
     runs = args.runs or (1 if args.quick else 3)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), cpu_seconds()
     all_rows: list[Row] = []
     stage_times: list[StageTime] = []
     with tempfile.TemporaryDirectory(prefix="loganalyzer-bench-") as scratch:
@@ -51,13 +51,14 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             stage_times.append(StageTime(stage.NAME))
             all_rows.extend(run_stage(stage, folder, args.quick, runs, stage_times[-1]))
-    total = time.perf_counter() - started
+    total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu
     print(table(all_rows))
     print(
         f"\nup to {runs} run(s) per command (one more only while its runs took under"
         f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS.",
     )
-    print(breakdown(stage_times, total))
+    print()
+    print(breakdown(stage_times, total, total_cpu))
 
 
 def run_stage(
@@ -65,10 +66,11 @@ def run_stage(
 ) -> list[Row]:
     """Write one stage's inputs, measure its cases; the rows, and its time in `spent`."""
     say(f"{stage.NAME}: writing inputs ...")
-    inputs_started = time.perf_counter()
+    inputs_started, inputs_cpu = time.perf_counter(), cpu_seconds()
     stage_cases = stage.cases(folder, quick)
     spent.inputs = time.perf_counter() - inputs_started
-    say(f"{stage.NAME}: inputs in {spent.inputs:.1f} s")
+    spent.inputs_cpu = cpu_seconds() - inputs_cpu
+    say(f"{stage.NAME}: inputs in {spent.inputs:.1f} s ({spent.inputs_cpu:.1f} s CPU)")
     found: list[Row] = []
     for case in stage_cases:
         say(f"{case.stage}: {case.what} ...")

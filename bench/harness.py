@@ -59,6 +59,7 @@ class Measurement:
     peak_rss_mb: float  # the largest over the runs
     runs: int
     spent: float  # wall seconds of all its runs, whole processes (what the harness waited)
+    cpu_spent: float  # CPU seconds of all its runs, whole processes
 
 
 def child_argv(*args: str) -> list[str]:
@@ -78,17 +79,24 @@ def measure(command: Command, runs: int) -> Measurement:
     times: list[float] = []
     cpu: list[float] = []
     peaks: list[float] = []
-    spent = 0.0
+    spent = cpu_spent = 0.0
     while len(times) < runs and (not times or spent < REPEAT_WITHIN_SECONDS):
         seconds, cpu_seconds, peak, output = _run_once(command.argv)
         spent += seconds
+        cpu_spent += cpu_seconds
         if command.check is not None and (problem := command.check(output)):
             raise RuntimeError(f"{command.label}: wrong result: {problem}")
         times.append(_reported_seconds(output, seconds))
         cpu.append(_reported_seconds(output, cpu_seconds, "cpu_seconds"))
         peaks.append(peak)
     return Measurement(
-        command, statistics.median(times), statistics.median(cpu), max(peaks), len(times), spent
+        command,
+        statistics.median(times),
+        statistics.median(cpu),
+        max(peaks),
+        len(times),
+        spent,
+        cpu_spent,
     )
 
 

@@ -1,8 +1,11 @@
-"""Where the harness's own wall time goes: per stage, writing its inputs against running its
-commands, so a table can say how long it took to make and why."""
+"""Where the harness's own time goes: per stage, writing its inputs against running its
+commands, so a table can say how long it took to make and why. CPU seconds beside wall
+seconds: on a machine shared with other work the wall time stretches, the CPU much less."""
 
 from __future__ import annotations
 
+import resource
+import time
 from dataclasses import dataclass, field
 
 from bench.harness import Measurement
@@ -10,11 +13,12 @@ from bench.harness import Measurement
 
 @dataclass
 class StageTime:
-    """One stage's wall seconds: `inputs` is its `cases()` call (input generation and any
-    set-up), `commands` every run of every measured command, whole processes."""
+    """One stage's seconds: `inputs` is its `cases()` call (input generation and any set-up),
+    `commands` every run of every measured command, whole processes."""
 
     name: str
     inputs: float = 0.0
+    inputs_cpu: float = 0.0
     commands: list[Measurement] = field(default_factory=list)
 
     @property
@@ -22,8 +26,18 @@ class StageTime:
         return sum(m.spent for m in self.commands)
 
     @property
+    def running_cpu(self) -> float:
+        return sum(m.cpu_spent for m in self.commands)
+
+    @property
     def total(self) -> float:
         return self.inputs + self.running
+
+
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process (all threads) and its waited-for children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def progress(measurement: Measurement) -> str:
@@ -32,16 +46,20 @@ def progress(measurement: Measurement) -> str:
     return f"  {m.command.label}: {m.runs} run(s) in {m.spent:.1f} s (median {m.seconds:.3f} s)"
 
 
-def breakdown(stages: list[StageTime], total: float) -> str:
-    """The line under the table: the harness's wall time, then each stage's, split into
-    inputs and runs (what is left is start-up, imports and printing)."""
+def breakdown(stages: list[StageTime], total: float, total_cpu: float) -> str:
+    """The lines under the table: the harness's wall (and CPU) time, then each stage's, split
+    into inputs and runs (what is left is start-up, imports and printing)."""
     inputs = sum(s.inputs for s in stages)
     running = sum(s.running for s in stages)
-    parts = "; ".join(
-        f"{s.name} {s.total:.0f} s (inputs {s.inputs:.0f} s, runs {s.running:.0f} s)"
+    lines = [
+        f"harness: {total:.0f} s wall ({total_cpu:.0f} s CPU): inputs {inputs:.0f} s,"
+        f" measured commands {running:.0f} s, other {total - inputs - running:.0f} s",
+        "| stage | wall s | inputs s (CPU) | command runs s (CPU) |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s.name} | {s.total:.0f} | {s.inputs:.0f} ({s.inputs_cpu:.0f})"
+        f" | {s.running:.0f} ({s.running_cpu:.0f}) |"
         for s in stages
-    )
-    return (
-        f"harness wall time {total:.0f} s: inputs {inputs:.0f} s, measured runs"
-        f" {running:.0f} s, other {total - inputs - running:.0f} s; {parts}"
-    )
+    ]
+    return "\n".join(lines)
