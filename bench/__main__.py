@@ -1,20 +1,22 @@
 """Benchmark every stage and print one table: `python -m bench [--quick] [--stage NAME]`.
 
-Inputs are generated deterministically under a temporary folder (removed afterwards);
-each command runs `--runs` times in a process of its own. See bench/README.md.
+Inputs are generated deterministically under a temporary folder (each stage's removed once it
+is measured), or under `--workdir` (kept); each command runs up to `--runs` times in a
+process of its own. See bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
 
-from bench.harness import REPEAT_WITHIN_SECONDS, Row, measure, rows, table
+from bench.harness import REPEAT_WITHIN_SECONDS, Row, RunResult, measure, rows, table
 from bench.timing import StageTime, breakdown, cpu_seconds, progress
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
@@ -34,6 +36,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs, one run each")
     parser.add_argument("--runs", type=int, help="runs per command (default 3, 1 with --quick)")
+    parser.add_argument(
+        "--repeat-within",
+        type=float,
+        default=REPEAT_WITHIN_SECONDS,
+        metavar="SECONDS",
+        help="run a command again only while its runs took under this (default %(default)s)",
+    )
     parser.add_argument("--stage", action="append", help="only this stage (repeatable)")
     parser.add_argument("--workdir", type=Path, help="generate inputs here (kept)")
     args = parser.parse_args()
@@ -50,33 +59,37 @@ def main() -> None:
             folder = workdir / stage.NAME
             folder.mkdir(parents=True, exist_ok=True)
             stage_times.append(StageTime(stage.NAME))
-            all_rows.extend(run_stage(stage, folder, args.quick, runs, stage_times[-1]))
+            measured = run_stage(stage, folder, args, runs, stage_times[-1])
+            all_rows.extend(measured)
+            if args.workdir is None:
+                shutil.rmtree(folder)  # the next stage's inputs need the room
     total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu
     print(table(all_rows))
     print(
         f"\nup to {runs} run(s) per command (one more only while its runs took under"
-        f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS.",
+        f" {args.repeat_within:.0f} s), median wall time, largest peak RSS.",
     )
     print()
     print(breakdown(stage_times, total, total_cpu))
 
 
 def run_stage(
-    stage: ModuleType, folder: Path, quick: bool, runs: int, spent: StageTime
+    stage: ModuleType, folder: Path, args: argparse.Namespace, runs: int, spent: StageTime
 ) -> list[Row]:
     """Write one stage's inputs, measure its cases; the rows, and its time in `spent`."""
     say(f"{stage.NAME}: writing inputs ...")
     inputs_started, inputs_cpu = time.perf_counter(), cpu_seconds()
-    stage_cases = stage.cases(folder, quick)
+    stage_cases = stage.cases(folder, args.quick)
     spent.inputs = time.perf_counter() - inputs_started
     spent.inputs_cpu = cpu_seconds() - inputs_cpu
     say(f"{stage.NAME}: inputs in {spent.inputs:.1f} s ({spent.inputs_cpu:.1f} s CPU)")
     found: list[Row] = []
+    shared: dict[tuple[str, ...], list[RunResult]] = {}
     for case in stage_cases:
         say(f"{case.stage}: {case.what} ...")
         measured = []
         for command in (case.subject, *case.baselines):
-            measured.append(measure(command, runs))
+            measured.append(measure(command, runs, args.repeat_within, shared))
             say(progress(measured[-1]))
         spent.commands.extend(measured)
         found.extend(rows(case, measured[0], measured[1:]))

@@ -29,11 +29,14 @@ class Command:
     """One measured command. A child may print `{"seconds": s}` as its last stdout line to
     report the time of the section that matters (without interpreter start-up or input
     generation); otherwise the wall time of the whole process is used. `check` reads the
-    child's stdout and returns an error message if the result is wrong."""
+    child's stdout and returns an error message if the result is wrong. A child may report
+    several sections in that line (`{"seconds": s, "drawn_seconds": d}`): commands with the
+    same argv and another `seconds_key` read theirs from the same runs, which run once."""
 
     label: str
     argv: Sequence[str]
     check: Callable[[str], str | None] | None = None
+    seconds_key: str = "seconds"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Measurement:
     runs: int
     spent: float  # wall seconds of all its runs, whole processes (what the harness waited)
     cpu_spent: float  # CPU seconds of all its runs, whole processes
+    reused: bool = False  # its runs were another command's (same argv), counted there
 
 
 def child_argv(*args: str) -> list[str]:
@@ -67,40 +71,57 @@ def child_argv(*args: str) -> list[str]:
     return [PYTHON, "-m", "bench.children", *args]
 
 
-# A command is run again only while its runs so far took less than this (wall seconds): the
-# slow baselines (EventAccumulator, tbparse, the per-field script on 1 GB) run once or twice,
-# which keeps the whole harness within minutes; the fast commands get their several runs.
-REPEAT_WITHIN_SECONDS = 40.0
+# A command is run again only while its runs so far took less than this (wall seconds, the
+# default of `--repeat-within`): under 10 s a command runs 3 times, under 20 s twice, longer
+# once (the 1 GB stdout commands, EventAccumulator and tbparse on 3,000,000 events), which
+# keeps the whole harness within 10 minutes; the `runs` column says how many each had.
+REPEAT_WITHIN_SECONDS = 20.0
+
+# One run of a command: wall seconds, CPU seconds, peak RSS in MB, stdout.
+RunResult = tuple[float, float, float, str]
 
 
-def measure(command: Command, runs: int) -> Measurement:
-    """Run `command` up to `runs` times (see REPEAT_WITHIN_SECONDS); median seconds, largest
-    peak RSS."""
+def measure(
+    command: Command,
+    runs: int,
+    repeat_within: float = REPEAT_WITHIN_SECONDS,
+    shared: dict[tuple[str, ...], list[RunResult]] | None = None,
+) -> Measurement:
+    """Run `command` up to `runs` times, again only while its runs so far took under
+    `repeat_within` seconds; median seconds, largest peak RSS. Runs of the same argv already
+    in `shared` are read again instead (their time is counted once, where they ran)."""
+    key = tuple(command.argv)
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        done = []
+        while len(done) < runs and (not done or sum(r[0] for r in done) < repeat_within):
+            done.append(_run_once(command.argv))
+        if shared is not None:
+            shared[key] = done
+        spent, cpu_spent, reused = sum(r[0] for r in done), sum(r[1] for r in done), False
+    else:
+        spent = cpu_spent = 0.0
+        reused = True
     times: list[float] = []
     cpu: list[float] = []
-    peaks: list[float] = []
-    spent = cpu_spent = 0.0
-    while len(times) < runs and (not times or spent < REPEAT_WITHIN_SECONDS):
-        seconds, cpu_seconds, peak, output = _run_once(command.argv)
-        spent += seconds
-        cpu_spent += cpu_seconds
+    for seconds, cpu_seconds, _, output in done:
         if command.check is not None and (problem := command.check(output)):
             raise RuntimeError(f"{command.label}: wrong result: {problem}")
-        times.append(_reported_seconds(output, seconds))
+        times.append(_reported_seconds(output, seconds, command.seconds_key))
         cpu.append(_reported_seconds(output, cpu_seconds, "cpu_seconds"))
-        peaks.append(peak)
     return Measurement(
         command,
         statistics.median(times),
         statistics.median(cpu),
-        max(peaks),
-        len(times),
+        max(r[2] for r in done),
+        len(done),
         spent,
         cpu_spent,
+        reused,
     )
 
 
-def _run_once(argv: Sequence[str]) -> tuple[float, float, float, str]:
+def _run_once(argv: Sequence[str]) -> RunResult:
     """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -43,7 +43,8 @@ def cpu_seconds() -> float:
 def progress(measurement: Measurement) -> str:
     """The stderr line of one measured command: its runs and the wall time they took."""
     m = measurement
-    return f"  {m.command.label}: {m.runs} run(s) in {m.spent:.1f} s (median {m.seconds:.3f} s)"
+    runs = "the runs above" if m.reused else f"{m.runs} run(s) in {m.spent:.1f} s"
+    return f"  {m.command.label}: {runs} (median {m.seconds:.3f} s)"
 
 
 def breakdown(stages: list[StageTime], total: float, total_cpu: float) -> str:
