@@ -16,7 +16,15 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from bench.harness import REPEAT_WITHIN_SECONDS, Row, RunResult, measure, rows, table
+from bench.harness import (
+    REPEAT_WITHIN_SECONDS,
+    Row,
+    RunResult,
+    measure,
+    rows,
+    start_spawner,
+    table,
+)
 from bench.timing import StageTime, breakdown, cpu_seconds, progress
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
@@ -46,6 +54,7 @@ def main() -> None:
     parser.add_argument("--stage", action="append", help="only this stage (repeatable)")
     parser.add_argument("--workdir", type=Path, help="generate inputs here (kept)")
     args = parser.parse_args()
+    start_spawner()
     runs = args.runs or (1 if args.quick else 3)
     started, started_cpu = time.perf_counter(), cpu_seconds()
     all_rows: list[Row] = []

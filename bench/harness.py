@@ -9,16 +9,17 @@ table shows the median wall time and the largest peak RSS.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -122,22 +123,52 @@ def measure(
 
 
 def _run_once(argv: Sequence[str]) -> RunResult:
-    """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`, started by
+    the spawner (`bench/spawner.py`: so the peak RSS is the command's, not this process's)."""
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        start = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        output = out.read().decode(errors="replace")
-        if process.returncode != 0:
-            message = err.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}: {message}")
-    cpu_seconds = usage.ru_utime + usage.ru_stime
-    return seconds, cpu_seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: KiB on Linux
+        ran = _spawner().run(list(argv), env, out, err)
+        output = out.read_bytes().decode(errors="replace")
+        if ran["exit"] != 0:
+            message = err.read_bytes().decode(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"{' '.join(argv)} exited {ran['exit']}: {message}")
+    # ru_maxrss: KiB on Linux
+    return ran["seconds"], ran["cpu_seconds"], ran["peak_kib"] / 1024, output
+
+
+class _Spawner:
+    """The harness's end of `bench/spawner.py`, started once, while this process is small."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [PYTHON, "-S", "-m", "bench.spawner"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+            text=True,
+        )
+
+    def run(self, argv: list[str], env: dict[str, str], out: Path, err: Path) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"argv": argv, "env": env, "stdout": str(out), "stderr": str(err)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the spawner stopped (exit {self.process.wait()})")
+        found: dict[str, Any] = json.loads(answer)
+        return found
+
+
+@functools.cache
+def _spawner() -> _Spawner:
+    return _Spawner()
+
+
+def start_spawner() -> None:
+    """Start the spawner now, before this process grows (call it first thing)."""
+    _spawner()
 
 
 def _reported_seconds(output: str, measured: float, key: str = "seconds") -> float:

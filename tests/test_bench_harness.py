@@ -35,3 +35,12 @@ def test_the_breakdown_splits_each_stage_into_inputs_and_runs() -> None:
     text = breakdown([stage], total=20.0, total_cpu=15.0)
     assert text.startswith("harness: 20 s wall (15 s CPU): inputs 12 s, measured commands")
     assert "| stdout | " in text and "| 12 (11) |" in text
+
+
+def test_a_commands_peak_rss_is_its_own_however_big_the_harness_grew() -> None:
+    """Linux gives a child at least the peak RSS of the process that forked it; commands are
+    started by the small spawner, so a bare interpreter stays near its own ~10 MB while the
+    process measuring it holds 300 MB."""
+    ballast = b"x" * (300 << 20)
+    bare = measure(Command("bare", [PYTHON, "-S", "-c", "pass"]), runs=1)
+    assert len(ballast) and bare.peak_rss_mb < 50
