@@ -72,7 +72,9 @@ def main() -> None:
             all_rows.extend(measured)
             if args.workdir is None:
                 shutil.rmtree(folder)  # the next stage's inputs need the room
-    total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu
+    # The commands' CPU as the spawner reported it: it is not a child this process waited for.
+    commands_cpu = sum(stage.running_cpu for stage in stage_times)
+    total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu + commands_cpu
     print(table(all_rows))
     print(
         f"\nup to {runs} run(s) per command (one more only while its runs took under"

@@ -9,6 +9,7 @@ table shows the median wall time and the largest peak RSS.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -148,6 +149,15 @@ class _Spawner:
             cwd=ROOT,
             text=True,
         )
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End of requests: the spawner's loop ends with its stdin."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def run(self, argv: list[str], env: dict[str, str], out: Path, err: Path) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -35,7 +35,8 @@ class StageTime:
 
 
 def cpu_seconds() -> float:
-    """CPU seconds used so far by this process (all threads) and its waited-for children."""
+    """CPU seconds used so far by this process (all threads) and its waited-for children (the
+    inputs' writers; not the measured commands, whose parent is the spawner)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
 
