@@ -57,7 +57,8 @@ def _cycle(i: pl.Series, period: int, text: Callable[[int], str]) -> pl.Series:
 
 def _padded(values: pl.Series, width: int, fill: str = " ") -> pl.Series:
     """An integer as `{value:width d}` (or `:0width d` with `fill="0"`) formats it."""
-    return values.cast(pl.String).str.pad_start(width, fill)
+    padded: pl.Series = values.cast(pl.String).str.pad_start(width, fill)
+    return padded
 
 
 def _every(i: pl.Series, period: int, text: Callable[[pl.Series], pl.Series]) -> pl.Series:
