@@ -1,19 +1,31 @@
 """Benchmark every stage and print one table: `python -m bench [--quick] [--stage NAME]`.
 
-Inputs are generated deterministically under a temporary folder (removed afterwards);
-each command runs `--runs` times in a process of its own. See bench/README.md.
+Inputs are generated deterministically under a temporary folder (each stage's removed once it
+is measured), or under `--workdir` (kept); each command runs up to `--runs` times in a
+process of its own. See bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
-from bench.harness import REPEAT_WITHIN_SECONDS, Row, measure, rows, table
+from bench.harness import (
+    REPEAT_WITHIN_SECONDS,
+    Row,
+    RunResult,
+    measure,
+    rows,
+    start_spawner,
+    table,
+)
+from bench.timing import StageTime, breakdown, cpu_seconds, progress
 
 # One module per stage, each with NAME and cases(workdir, quick) (bench/harness.py).
 STAGES = (
@@ -32,12 +44,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs, one run each")
     parser.add_argument("--runs", type=int, help="runs per command (default 3, 1 with --quick)")
+    parser.add_argument(
+        "--repeat-within",
+        type=float,
+        default=REPEAT_WITHIN_SECONDS,
+        metavar="SECONDS",
+        help="run a command again only while its runs took under this (default %(default)s)",
+    )
     parser.add_argument("--stage", action="append", help="only this stage (repeatable)")
     parser.add_argument("--workdir", type=Path, help="generate inputs here (kept)")
     args = parser.parse_args()
+    start_spawner()
     runs = args.runs or (1 if args.quick else 3)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), cpu_seconds()
     all_rows: list[Row] = []
+    stage_times: list[StageTime] = []
     with tempfile.TemporaryDirectory(prefix="loganalyzer-bench-") as scratch:
         workdir = args.workdir or Path(scratch)
         for module_name in STAGES:
@@ -46,17 +67,49 @@ def main() -> None:
                 continue
             folder = workdir / stage.NAME
             folder.mkdir(parents=True, exist_ok=True)
-            for case in stage.cases(folder, args.quick):
-                print(f"{case.stage}: {case.what} ...", file=sys.stderr, flush=True)
-                subject = measure(case.subject, runs)
-                baselines = [measure(b, runs) for b in case.baselines]
-                all_rows.extend(rows(case, subject, baselines))
+            stage_times.append(StageTime(stage.NAME))
+            measured = run_stage(stage, folder, args, runs, stage_times[-1])
+            all_rows.extend(measured)
+            if args.workdir is None:
+                shutil.rmtree(folder)  # the next stage's inputs need the room
+    # The commands' CPU as the spawner reported it: it is not a child this process waited for.
+    commands_cpu = sum(stage.running_cpu for stage in stage_times)
+    total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu + commands_cpu
     print(table(all_rows))
     print(
         f"\nup to {runs} run(s) per command (one more only while its runs took under"
-        f" {REPEAT_WITHIN_SECONDS:.0f} s), median wall time, largest peak RSS;"
-        f" {time.perf_counter() - started:.0f} s in all",
+        f" {args.repeat_within:.0f} s), median wall time, largest peak RSS.",
     )
+    print()
+    print(breakdown(stage_times, total, total_cpu))
+
+
+def run_stage(
+    stage: ModuleType, folder: Path, args: argparse.Namespace, runs: int, spent: StageTime
+) -> list[Row]:
+    """Write one stage's inputs, measure its cases; the rows, and its time in `spent`."""
+    say(f"{stage.NAME}: writing inputs ...")
+    inputs_started, inputs_cpu = time.perf_counter(), cpu_seconds()
+    stage_cases = stage.cases(folder, args.quick)
+    spent.inputs = time.perf_counter() - inputs_started
+    spent.inputs_cpu = cpu_seconds() - inputs_cpu
+    say(f"{stage.NAME}: inputs in {spent.inputs:.1f} s ({spent.inputs_cpu:.1f} s CPU)")
+    found: list[Row] = []
+    shared: dict[tuple[str, ...], list[RunResult]] = {}
+    for case in stage_cases:
+        say(f"{case.stage}: {case.what} ...")
+        measured = []
+        for command in (case.subject, *case.baselines):
+            measured.append(measure(command, runs, args.repeat_within, shared))
+            say(progress(measured[-1]))
+        spent.commands.extend(measured)
+        found.extend(rows(case, measured[0], measured[1:]))
+    say(f"{stage.NAME}: {spent.total:.1f} s")
+    return found
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

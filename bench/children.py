@@ -1,53 +1,34 @@
 """Work the harness times in a child process of its own (so its peak RSS is its own).
 
-    python -m bench.children analyse RECORDS
-    python -m bench.children rolling-median RECORDS
+    python -m bench.children analyse RUN_FOLDER
+    python -m bench.children rolling-median RUN_FOLDER
     python -m bench.children index TREE JOBS
     python -m bench.children fingerprint TREE
     python -m bench.children wandb-reference RUN.wandb
     python -m bench.children wandb-pull FOLDER ROWS
 
 Each prints its result and, last, `{"seconds": s, "cpu_seconds": c}`: the wall and CPU time
-(all threads) of the measured section alone, without building the synthetic input.
+(all threads) of the measured section alone, without reading its input. RUN_FOLDER holds the
+analysis stage's synthetic run (`bench.synthetic`).
 """
 
 from __future__ import annotations
 
 import json
-import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import polars as pl
 
-
-def _synthetic(records: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A run of `records` iterations with every kind of trouble the analysis looks for, and
-    two per-rank timers every 1,000 iterations (the test factories' generator)."""
-    from tests.analysis_factories import synthetic_run, timer_metrics
-
-    run = synthetic_run(
-        records,
-        seed=1,
-        warmup=(5.0, 1.5),
-        spikes=sorted(random.Random(2).sample(range(10, records), 100)),
-        period=5000,
-        sustained=(records * 2 // 5, records * 2 // 5 + 20_000, 2.0),
-        restart=(records * 7 // 10, 300, 1200.0),
-        stalls={records * 3 // 10: 600.0},
-    )
-    slow = list(range(1, records + 1, 1000))
-    metrics = timer_metrics(
-        slow, {"forward-compute": [300.0] * len(slow), "backward-compute": [600.0] * len(slow)}
-    )
-    return run.table, metrics
+from bench import synthetic
 
 
-def analyse(records: int) -> None:
+def analyse(folder: str) -> None:
     from loganalyzer.analysis import analyse as run_analysis
 
-    table, metrics = _synthetic(records)
+    table, metrics = synthetic.load(Path(folder))
     start, cpu = time.perf_counter(), time.process_time()
     result = run_analysis(table, metrics)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
@@ -55,12 +36,12 @@ def analyse(records: int) -> None:
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds}))
 
 
-def rolling_median(records: int) -> None:
+def rolling_median(folder: str) -> None:
     """The baseline: one centred rolling median over the step times, the single most
     expensive primitive the analysis needs, in polars alone."""
     from loganalyzer.analysis.baseline import WINDOW
 
-    table, _ = _synthetic(records)
+    table, _ = synthetic.load(Path(folder))
     start, cpu = time.perf_counter(), time.process_time()
     table.select(pl.col("step_time_s").rolling_median(WINDOW, min_samples=1, center=True))
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
@@ -86,8 +67,6 @@ def index(tree: str, jobs: str) -> None:
 
 def fingerprint(tree: str) -> None:
     """The baseline of `index`: read and fingerprint every file of the tree once."""
-    from pathlib import Path
-
     from loganalyzer.fleet.manifest import fingerprint as file_fingerprint
 
     start = time.perf_counter()
@@ -104,7 +83,6 @@ def wandb_reference(path: str) -> None:
     32 KiB blocks of `crc32 | length | type | data` chunks, each CRC checked."""
     import struct
     import zlib
-    from pathlib import Path
 
     from wandb.proto import wandb_internal_pb2
 
@@ -139,16 +117,14 @@ def wandb_reference(path: str) -> None:
 def wandb_pull(folder: str, rows: str) -> None:
     """The baseline of the cached re-read: the first pull of the run by ID (through the
     loopback replay server: no network)."""
-    from pathlib import Path
-
     from bench.wandb_inputs import pull
 
     print(pull(Path(folder), int(rows)))
 
 
 COMMANDS: dict[str, Callable[..., None]] = {
-    "analyse": lambda records: analyse(int(records)),
-    "rolling-median": lambda records: rolling_median(int(records)),
+    "analyse": analyse,
+    "rolling-median": rolling_median,
     "index": index,
     "fingerprint": fingerprint,
     "wandb-reference": wandb_reference,

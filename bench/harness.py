@@ -9,16 +9,18 @@ table shows the median wall time and the largest peak RSS.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -29,11 +31,14 @@ class Command:
     """One measured command. A child may print `{"seconds": s}` as its last stdout line to
     report the time of the section that matters (without interpreter start-up or input
     generation); otherwise the wall time of the whole process is used. `check` reads the
-    child's stdout and returns an error message if the result is wrong."""
+    child's stdout and returns an error message if the result is wrong. A child may report
+    several sections in that line (`{"seconds": s, "drawn_seconds": d}`): commands with the
+    same argv and another `seconds_key` read theirs from the same runs, which run once."""
 
     label: str
     argv: Sequence[str]
     check: Callable[[str], str | None] | None = None
+    seconds_key: str = "seconds"
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class Measurement:
     cpu_seconds: float  # median over the runs of user + system time, all threads
     peak_rss_mb: float  # the largest over the runs
     runs: int
+    spent: float  # wall seconds of all its runs, whole processes (what the harness waited)
+    cpu_spent: float  # CPU seconds of all its runs, whole processes
+    reused: bool = False  # its runs were another command's (same argv), counted there
 
 
 def child_argv(*args: str) -> list[str]:
@@ -65,49 +73,112 @@ def child_argv(*args: str) -> list[str]:
     return [PYTHON, "-m", "bench.children", *args]
 
 
-# A command is run again only while its runs so far took less than this (wall seconds): the
-# slow baselines (EventAccumulator, tbparse, the per-field script on 1 GB) run once or twice,
-# which keeps the whole harness within minutes; the fast commands get their several runs.
-REPEAT_WITHIN_SECONDS = 40.0
+# A command is run again only while its runs so far took less than this (wall seconds, the
+# default of `--repeat-within`): under 10 s a command runs 3 times, under 20 s twice, longer
+# once (the 1 GB stdout commands, EventAccumulator and tbparse on 3,000,000 events), which
+# keeps the whole harness within 10 minutes; the `runs` column says how many each had.
+REPEAT_WITHIN_SECONDS = 20.0
+
+# One run of a command: wall seconds, CPU seconds, peak RSS in MB, stdout.
+RunResult = tuple[float, float, float, str]
 
 
-def measure(command: Command, runs: int) -> Measurement:
-    """Run `command` up to `runs` times (see REPEAT_WITHIN_SECONDS); median seconds, largest
-    peak RSS."""
+def measure(
+    command: Command,
+    runs: int,
+    repeat_within: float = REPEAT_WITHIN_SECONDS,
+    shared: dict[tuple[str, ...], list[RunResult]] | None = None,
+) -> Measurement:
+    """Run `command` up to `runs` times, again only while its runs so far took under
+    `repeat_within` seconds; median seconds, largest peak RSS. Runs of the same argv already
+    in `shared` are read again instead (their time is counted once, where they ran)."""
+    key = tuple(command.argv)
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        done = []
+        while len(done) < runs and (not done or sum(r[0] for r in done) < repeat_within):
+            done.append(_run_once(command.argv))
+        if shared is not None:
+            shared[key] = done
+        spent, cpu_spent, reused = sum(r[0] for r in done), sum(r[1] for r in done), False
+    else:
+        spent = cpu_spent = 0.0
+        reused = True
     times: list[float] = []
     cpu: list[float] = []
-    peaks: list[float] = []
-    spent = 0.0
-    while len(times) < runs and (not times or spent < REPEAT_WITHIN_SECONDS):
-        seconds, cpu_seconds, peak, output = _run_once(command.argv)
-        spent += seconds
+    for seconds, cpu_seconds, _, output in done:
         if command.check is not None and (problem := command.check(output)):
             raise RuntimeError(f"{command.label}: wrong result: {problem}")
-        times.append(_reported_seconds(output, seconds))
+        times.append(_reported_seconds(output, seconds, command.seconds_key))
         cpu.append(_reported_seconds(output, cpu_seconds, "cpu_seconds"))
-        peaks.append(peak)
     return Measurement(
-        command, statistics.median(times), statistics.median(cpu), max(peaks), len(times)
+        command,
+        statistics.median(times),
+        statistics.median(cpu),
+        max(r[2] for r in done),
+        len(done),
+        spent,
+        cpu_spent,
+        reused,
     )
 
 
-def _run_once(argv: Sequence[str]) -> tuple[float, float, float, str]:
-    """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def _run_once(argv: Sequence[str]) -> RunResult:
+    """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`, started by
+    the spawner (`bench/spawner.py`: so the peak RSS is the command's, not this process's)."""
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        start = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        output = out.read().decode(errors="replace")
-        if process.returncode != 0:
-            message = err.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}: {message}")
-    cpu_seconds = usage.ru_utime + usage.ru_stime
-    return seconds, cpu_seconds, usage.ru_maxrss / 1024, output  # ru_maxrss: KiB on Linux
+        ran = _spawner().run(list(argv), env, out, err)
+        output = out.read_bytes().decode(errors="replace")
+        if ran["exit"] != 0:
+            message = err.read_bytes().decode(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"{' '.join(argv)} exited {ran['exit']}: {message}")
+    # ru_maxrss: KiB on Linux
+    return ran["seconds"], ran["cpu_seconds"], ran["peak_kib"] / 1024, output
+
+
+class _Spawner:
+    """The harness's end of `bench/spawner.py`, started once, while this process is small."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [PYTHON, "-S", "-m", "bench.spawner"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+            text=True,
+        )
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End of requests: the spawner's loop ends with its stdin."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def run(self, argv: list[str], env: dict[str, str], out: Path, err: Path) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"argv": argv, "env": env, "stdout": str(out), "stderr": str(err)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the spawner stopped (exit {self.process.wait()})")
+        found: dict[str, Any] = json.loads(answer)
+        return found
+
+
+@functools.cache
+def _spawner() -> _Spawner:
+    return _Spawner()
+
+
+def start_spawner() -> None:
+    """Start the spawner now, before this process grows (call it first thing)."""
+    _spawner()
 
 
 def _reported_seconds(output: str, measured: float, key: str = "seconds") -> float:

@@ -9,12 +9,16 @@ headless Chromium. Each against a baseline measured in the same run:
 
 The run is synthetic (the test factories' generator: warm-up, spikes, a periodic slowdown, a
 sustained slowdown, a restart, a stall), with loss, learning rate, grad norm and two timer
-phases every 1,000 iterations; parsing is the stdout stage's business. The render cases need
-Debian's `chromium` (left out, with a note, where it is missing). Children:
+phases every 1,000 iterations, built once as an input (`bench.synthetic`); parsing is the
+stdout stage's business. The render cases need Debian's `chromium` (left out, with a note,
+where it is missing). Children:
 
-    python -m bench.stage_report build RECORDS OUT.html
-    python -m bench.stage_report summary RECORDS
-    python -m bench.stage_report paint|drawn REPORT.html
+    python -m bench.stage_report build RUN_FOLDER OUT.html
+    python -m bench.stage_report summary RUN_FOLDER
+    python -m bench.stage_report open REPORT.html
+
+One opening of a page gives both its times (first screen painted, all charts drawn): the two
+cases read them from the same runs (`Command.seconds_key`), so Chromium starts half as often.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import synthetic
 from bench.harness import PYTHON, ROOT, Case, Command
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from loganalyzer.load import Loaded
 
 NAME = "report"
@@ -49,6 +56,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     },
     "run": {"gpu": "h100-sxm", "num_gpus": 64, "global_batch_size": 128, "dtype": "bf16"},
 }
+# The key of the all-charts-drawn time in an opening's report line.
+DRAWN = "drawn_seconds"
 FIRST_PAINT = (
     "performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint').startTime"
 )
@@ -59,6 +68,7 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
 
     records = QUICK if quick else FULL
     label = f"{records:,} iterations"
+    run = str(synthetic.save(workdir / f"run-{records}", *synthetic_tables(records)))
     build = Case(
         NAME,
         f"{label}: build",
@@ -66,10 +76,10 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
         "records",
         Command(
             "report (document, view, charts, HTML)",
-            _child("build", str(records), str(workdir / "built.html")),
+            _child("build", run, str(workdir / "built.html")),
             _flagged,
         ),
-        (Command("summary document alone", _child("summary", str(records)), _flagged),),
+        (Command("summary document alone", _child("summary", run), _flagged),),
     )
     if chromium_path() is None:
         print(
@@ -80,7 +90,7 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
     # The pages opened: written once here, as inputs, by the code under test.
     report = workdir / "report.html"
     subprocess.run(
-        _child("build", str(records), str(report)),
+        _child("build", run, str(report)),
         check=True,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -97,16 +107,20 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
             opened,
             0,
             "",
-            Command("first screen painted", _child("paint", str(report))),
-            (Command("bundled example, first screen", _child("paint", str(example))),),
+            Command("first screen painted", _child("open", str(report))),
+            (Command("bundled example, first screen", _child("open", str(example))),),
         ),
         Case(
             NAME,
             opened,
             0,
             "",
-            Command("all charts drawn", _child("drawn", str(report))),
-            (Command("bundled example, all charts", _child("drawn", str(example))),),
+            Command("all charts drawn", _child("open", str(report)), seconds_key=DRAWN),
+            (
+                Command(
+                    "bundled example, all charts", _child("open", str(example)), seconds_key=DRAWN
+                ),
+            ),
         ),
     ]
 
@@ -145,12 +159,11 @@ def _flagged(stdout: str) -> str | None:
     return None
 
 
-def synthetic_loaded(records: int) -> Loaded:
-    """A run of `records` iterations with everything the report draws."""
+def synthetic_tables(records: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A run of `records` iterations with everything the report draws: its per-iteration
+    table and its long metrics table."""
     import polars as pl
 
-    from loganalyzer.load import Loaded
-    from loganalyzer.model import Run, SourceInfo
     from tests.analysis_factories import synthetic_run, timer_metrics
 
     made = synthetic_run(
@@ -175,6 +188,15 @@ def synthetic_loaded(records: int) -> Loaded:
         timed,
         {"forward-compute": [2000.0] * len(timed), "backward-compute": [3900.0] * len(timed)},
     )
+    return table, metrics
+
+
+def synthetic_loaded(folder: Path) -> Loaded:
+    """The run `synthetic_tables` built, read back from `folder`, as `load` gives it."""
+    from loganalyzer.load import Loaded
+    from loganalyzer.model import Run, SourceInfo
+
+    table, metrics = synthetic.load(folder)
     run = Run(
         framework="megatron-lm",
         config={},
@@ -185,23 +207,23 @@ def synthetic_loaded(records: int) -> Loaded:
     return Loaded(run)
 
 
-def build(records: int, out: Path) -> None:
+def build(folder: Path, out: Path) -> None:
     """The report as `loganalyzer report` builds it from a loaded run, written to `out`."""
     from loganalyzer.render.html import render_html
     from loganalyzer.render.view import build_view
     from loganalyzer.summary import build_summary
 
-    loaded = synthetic_loaded(records)
+    loaded = synthetic_loaded(folder)
     start, cpu = time.perf_counter(), time.process_time()
     document = build_summary(loaded, OPTIONS)
     out.write_text(render_html(build_view(document, loaded.run)), encoding="utf-8")
     _report_found(document, start, cpu)
 
 
-def summary(records: int) -> None:
+def summary(folder: Path) -> None:
     from loganalyzer.summary import build_summary
 
-    loaded = synthetic_loaded(records)
+    loaded = synthetic_loaded(folder)
     start, cpu = time.perf_counter(), time.process_time()
     document = build_summary(loaded, OPTIONS)
     _report_found(document, start, cpu)
@@ -216,9 +238,10 @@ def _report_found(document: dict[str, Any], start: float, cpu: float) -> None:
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds}))
 
 
-def open_page(path: Path, until: str) -> None:
+def open_page(path: Path) -> None:
     """Open `path` in a fresh headless Chromium (networking cut off) and report the seconds
-    from navigation to the first screen painted (`paint`) or every chart drawn (`drawn`)."""
+    from navigation to the first screen painted (`seconds`) and to every chart drawn
+    (`DRAWN`)."""
     from tests.chromium import chromium
 
     with chromium() as page:
@@ -226,15 +249,15 @@ def open_page(path: Path, until: str) -> None:
         if opened.errors or opened.requests:
             raise RuntimeError(f"{path}: errors {opened.errors}, requests {opened.requests}")
         assert opened.ready_ms is not None
-        ms = float(page.evaluate(FIRST_PAINT)) if until == "paint" else float(opened.ready_ms)
-    print(json.dumps({"seconds": ms / 1000}))
+        paint_ms = float(page.evaluate(FIRST_PAINT))
+    print(json.dumps({"seconds": paint_ms / 1000, DRAWN: float(opened.ready_ms) / 1000}))
 
 
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
     if command == "build":
-        build(int(rest[0]), Path(rest[1]))
+        build(Path(rest[0]), Path(rest[1]))
     elif command == "summary":
-        summary(int(rest[0]))
+        summary(Path(rest[0]))
     else:
-        open_page(Path(rest[0]), command)
+        open_page(Path(rest[0]))

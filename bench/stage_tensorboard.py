@@ -28,9 +28,13 @@ START = 1_795_000_000.0
 
 def cases(workdir: Path, quick: bool) -> list[Case]:
     events = QUICK_EVENTS if quick else FULL_EVENTS
+    # The name carries the count: a `--workdir` that holds the file of a run with the same
+    # count reuses it (written whole, then renamed: never a file cut short).
     path = workdir / f"events.out.tfevents.1795000000.bench.{events}.0"
     if not path.exists():
-        write_events(path, events)
+        partial = path.with_suffix(".partial")
+        write_events(partial, events)
+        partial.rename(path)
 
     def command(label: str, reader: str) -> Command:
         argv = [PYTHON, "-m", "bench.stage_tensorboard", reader, str(path)]
