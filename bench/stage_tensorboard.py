@@ -116,7 +116,7 @@ def _tbparse(path: str) -> int:
 
 
 READERS = {
-    "loganalyzer": ("loganalyzer.parsers.tensorboard.parser", _loganalyzer),
+    "loganalyzer": ("loganalyzer.parsers.tensorboard.reader", _loganalyzer),
     "event-accumulator": (
         "tensorboard.backend.event_processing.event_accumulator",
         _event_accumulator,

@@ -12,12 +12,11 @@ inputs (the fixtures, a single log) keep the serial path.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,6 +149,10 @@ def _pooled(
     workers: int,
 ) -> Iterator[FileOutcome]:
     """The outcomes in order, at most AHEAD_PER_WORKER files per worker handed out ahead."""
+    # the process machinery loads only when a pool is worth it, not for one small log
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     share_with_workers()  # a long table a worker spills must outlive the worker
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(

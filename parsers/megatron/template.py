@@ -15,7 +15,6 @@ import functools
 import re
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 from loganalyzer.model import ITERATION_SCHEMA
@@ -316,16 +315,17 @@ def _read_as_numbers(values: pl.DataFrame, positions: list[int]) -> list[pl.Expr
 def _interleaved(matched: pl.DataFrame, named: dict[int, str]) -> pl.DataFrame:
     """One row per line and named field (`value_<position>`), in line and field order.
 
-    The values (never null here) are interleaved by numpy and each line's columns repeated
-    by one gather: a list per line exploded took ten times longer.
+    The values (never null here) are interleaved as one fixed-width array per line flattened
+    (as fast as numpy's `column_stack`, without importing numpy) and each line's columns
+    repeated by one gather: a list per line exploded took ten times longer.
     """
     count = len(named)
     positions = pl.int_range(matched.height * count, eager=True)
-    values = np.column_stack([matched.get_column(f"value_{p}").to_numpy() for p in named])
+    values = matched.select(pl.concat_arr([f"value_{p}" for p in named])).to_series()
     # The columns in the order of `_general_key_values`', which it is merged with.
     return matched.select("order", *_ROW_COLUMNS)[positions // count].with_columns(
         name=pl.Series(list(named.values()), dtype=pl.String).gather(positions % count),
-        value=pl.Series(values.ravel(), dtype=pl.Float64),
+        value=values.reshape((-1,)),
     )
 
 

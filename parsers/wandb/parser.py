@@ -1,23 +1,20 @@
 """The W&B plugin for run folders: a `run-<id>.wandb` transaction log (offline or synced
-runs, wandb 0.16 to today) into a Run, with no network."""
+runs, wandb 0.16 to today) into a Run, with no network; and runs named by ID or URL.
+
+This module is what the registry loads for every command, so it imports neither numpy nor
+the reading modules: `parse` imports `reader`, and detection reads a log's header only for a
+`.wandb` file.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
+from loganalyzer.parsers.wandb.remote import parse_ref
 
-from loganalyzer.errors import InputError
-from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
-from loganalyzer.parsers.framing import framing_warnings
-from loganalyzer.parsers.run_config import config_from_values
-from loganalyzer.parsers.scalar_table import build_tables
-from loganalyzer.parsers.tensorboard.tfrecord import read_file
-from loganalyzer.parsers.wandb.history import history_frame, system_metrics
-from loganalyzer.parsers.wandb.records import RunRecords, decode_records, records_from_api
-from loganalyzer.parsers.wandb.remote import parse_ref, pull
-from loganalyzer.parsers.wandb.transaction_log import is_transaction_log, read_log
+if TYPE_CHECKING:  # polars (under Run) loads with the reading, not with the registry
+    from loganalyzer.model import Run
 
 
 class WandbParser:
@@ -36,6 +33,8 @@ class WandbParser:
             return 0.95 if parse_ref(path) is not None else 0.0
         if not path.is_file() or path.suffix != ".wandb":
             return 0.0
+        from loganalyzer.parsers.wandb.transaction_log import is_transaction_log
+
         try:
             with path.open("rb") as stream:
                 return 0.95 if is_transaction_log(stream.read(7)) else 0.0
@@ -43,100 +42,11 @@ class WandbParser:
             return 0.0
 
     def parse(self, path: Path | str) -> Run:
-        if isinstance(path, str):
-            return self._pull(path)
-        data, _mapping = read_file(path)
-        try:
-            log = read_log(data)
-        except ValueError as exc:
-            raise InputError(f"{path}: {exc}") from exc
-        source = str(path)
-        found = decode_records(log.records)
-        warnings = framing_warnings(
-            source, log.damage, log.cut_at, len(log.records), "bad CRC or chunk header"
-        )
-        return run_from_records(found, source, self.name, warnings, path)
+        from loganalyzer.parsers.wandb.reader import read_pulled_run, read_run_folder
 
-    def _pull(self, source: str) -> Run:
-        ref = parse_ref(source)
-        if ref is None:
-            raise InputError(
-                f"{source}: not a W&B run; write wandb:ENTITY/PROJECT/RUN_ID or the run's URL"
-            )
-        pulled = pull(source, ref)
-        found = records_from_api(
-            pulled.config, pulled.summary, pulled.metadata, pulled.history, pulled.state
+        run: Run = (
+            read_pulled_run(path, self.name)
+            if isinstance(path, str)
+            else read_run_folder(path, self.name)
         )
-        notes = [f"{source}: read from the local cache (--refresh pulls it again)"] * (
-            pulled.from_cache
-        )
-        run = run_from_records(found, source, self.name, notes, None)
-        if not found.finished:
-            run.warnings.append(f"{source}: the run's state is {pulled.state!r}")
         return run
-
-
-def run_from_records(
-    found: RunRecords, source: str, format_name: str, warnings: list[str], folder_of: Path | None
-) -> Run:
-    """A Run from decoded records (shared by run folders and runs pulled by ID)."""
-    history, axis, history_warnings = history_frame(found.history, source)
-    tables = build_tables(history, source)
-    warnings = warnings + history_warnings + tables.warnings
-    if found.not_scalar:
-        names = ", ".join(sorted(found.not_scalar)[:5])
-        warnings.append(
-            f"{source}: {sum(found.not_scalar.values())} history values are not numbers"
-            f" (media, tables, histograms: {names}); not read"
-        )
-    if found.undecodable:
-        warnings.append(f"{source}: {found.undecodable} records could not be decoded; skipped")
-    if not found.finished and folder_of is not None:
-        warnings.append(
-            f"{source}: no exit record: the run was killed, crashed or is still running"
-        )
-    config, config_warnings = config_from_values(
-        found.config, lambda key: Provenance("wandb", f"{source} config {key!r}")
-    )
-    warnings += config_warnings
-    environment = dict(found.environment)
-    if folder_of is not None:
-        environment = {**_metadata_file(folder_of), **environment}
-    for key, value in environment.items():
-        config[key] = ConfigValue(value, Provenance("wandb", "metadata", None))
-    for key, value in found.summary.items():
-        config.setdefault(f"summary/{key}", ConfigValue(value, Provenance("wandb", source)))
-    for key, value in found.run.items():
-        if value:
-            config.setdefault(f"wandb_{key}", ConfigValue(value, Provenance("wandb", source)))
-    if tables.step_time_source:
-        config["step_time_source"] = ConfigValue(
-            tables.step_time_source, Provenance("wandb", source)
-        )
-    config["iteration_source"] = ConfigValue(axis, Provenance("wandb", source))
-    metrics = pl.concat([tables.metrics, system_metrics(found.system, history, source)])
-    return Run(
-        framework=tables.framework or "wandb",
-        config=config,
-        table=tables.table,
-        metrics=metrics,
-        sources=[SourceInfo(source, format_name, tables.table.height)],
-        warnings=warnings,
-    )
-
-
-def _metadata_file(path: Path) -> dict[str, object]:
-    """GPU facts from `files/wandb-metadata.json` beside the log (written by wandb before
-    0.2x, and by synced runs)."""
-    meta = path.parent / "files" / "wandb-metadata.json"
-    try:
-        values = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    found: dict[str, object] = {}
-    if isinstance(values, dict):
-        if values.get("gpu"):
-            found["gpu_name"] = values["gpu"]
-        if values.get("gpu_count"):
-            found["num_gpus"] = values["gpu_count"]
-    return found

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from loganalyzer.errors import InputError
-from loganalyzer.parsers.wandb.diagnose import diagnose
 from loganalyzer.sources import REFRESH_REMOTE as REFRESH
 
 # Seconds W&B may leave a request unanswered (the first contact: login check and run record;
@@ -154,6 +153,9 @@ def _pull_within_deadline(source: str, ref: RunRef, cached: Pulled | None) -> Pu
     error = outcome.get("error")
     if isinstance(error, InputError):
         raise error
+    # urllib's HTTP client loads only when a pull fails, not with the registry
+    from loganalyzer.parsers.wandb.diagnose import diagnose
+
     base = os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
     found = diagnose(base)
     if error is None:
