@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
-from loganalyzer.parsers.tensorboard.tfrecord import Chunk, numbers_at
+from loganalyzer.parsers.tensorboard.numbers import numbers_at
+from loganalyzer.parsers.tensorboard.tfrecord import Chunk
 
 # The columns of the scalar table, one row per (event, scalar value); a file has few tags,
 # held once each (categorical) rather than once per row.

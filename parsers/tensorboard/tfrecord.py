@@ -18,7 +18,6 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from loganalyzer.parsers.crc import (
 )
 from loganalyzer.parsers.framing import Damage
 from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
+from loganalyzer.parsers.tensorboard.numbers import numbers_at
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
@@ -191,7 +191,7 @@ def _predict(sizes: I64Array, position: int, count: int) -> I64Array:
         (p for p in range(1, MAX_PERIOD + 1) if (sizes[-2 * p : -p] == sizes[-p:]).all()),
         len(sizes),
     )
-    repeated = np.resize(sizes[-period:], count)
+    repeated = np.tile(sizes[-period:], -(-count // period))[:count]
     return position + np.concatenate([[0], np.cumsum(repeated[:-1])])
 
 
@@ -246,15 +246,6 @@ def _stored(data: U8Array, at: I64Array) -> U32Array:
     """The little-endian u32 stored at each offset."""
     stored: U32Array = numbers_at(data, at, "<u4")
     return stored
-
-
-def numbers_at(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
-    """The little-endian number of `dtype` at each byte offset (each leaving room for it),
-    read through a view of the data with an element at every byte: no index matrix."""
-    size = np.dtype(dtype).itemsize
-    every_byte = np.ndarray((max(len(data) - size + 1, 0),), dtype, buffer=data, strides=(1,))
-    numbers: np.ndarray[Any, Any] = every_byte[at]
-    return numbers
 
 
 def _length_checks(data: U8Array, head: int) -> bool:
