@@ -19,7 +19,6 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
-import numpy.typing as npt
 
 from loganalyzer.parsers.crc import (
     CRC32C_POLY,
@@ -30,7 +29,7 @@ from loganalyzer.parsers.crc import (
     crc_table,
     masked_crc32c,
 )
-from loganalyzer.parsers.tensorboard.numbers import numbers_at
+from loganalyzer.parsers.tensorboard.numbers import even_gap, field_at, varying_bytes
 
 # Records of one length this many or more (in a call) go through the distance tables.
 COMMON_RECORDS = 64
@@ -40,10 +39,6 @@ COUNTED_LENGTHS = 1 << 16
 MAX_WIDTH = 512
 # Records checked at once: bounds the work arrays (8 bytes a record each).
 ROWS = 1 << 16
-WORD = 8  # bytes compared at once when looking for the byte positions records share
-
-BoolArray = npt.NDArray[np.bool_]
-U64Array = npt.NDArray[np.uint64]
 
 
 def masked_crcs(data: U8Array, starts: I64Array, lengths: I64Array) -> U32Array:
@@ -92,8 +87,8 @@ def _one_length(data: U8Array, starts: I64Array, length: int) -> U32Array:
     crcs = np.empty(len(starts), dtype=np.uint32)
     for first in range(0, len(starts), ROWS):
         part = starts[first : first + ROWS]
-        gap = _even_gap(part, length)
-        varying = _varying(data, part, length, gap)
+        gap = even_gap(part, length)
+        varying = varying_bytes(data, part, length, gap)
         # a byte every record shares with the first adds one term to every record's CRC
         head = int(part[0])
         shared = np.flatnonzero(~varying)
@@ -102,54 +97,9 @@ def _one_length(data: U8Array, starts: I64Array, length: int) -> U32Array:
         crc = crcs[first : first + ROWS]
         crc[:] = inversions ^ np.bitwise_xor.reduce(terms, initial=np.uint32(0))
         for position in np.flatnonzero(varying).tolist():
-            column = _column(data, part, position, gap)
+            column = field_at(data, part, position, "u1", gap)
             crc ^= np.take(tables[length - 1 - position], column)
     return crcs
-
-
-def _varying(data: U8Array, starts: I64Array, length: int, gap: int | None) -> BoolArray:
-    """Which byte positions of the records are not the same in all of them: eight at a
-    time, by the OR of each 8-byte word's XOR with the first record's (the last word
-    overlaps the one before when the length is not a multiple of 8)."""
-    varying = np.ones(length, dtype=bool)
-    if length < WORD:
-        return varying
-    for offset in sorted({*range(0, length - WORD + 1, WORD), length - WORD}):
-        words = _words(data, starts + offset, gap)
-        differ = int(np.bitwise_or.reduce(words ^ words[0]))
-        varying[offset : offset + WORD] = [(differ >> 8 * k) & 0xFF != 0 for k in range(WORD)]
-    return varying
-
-
-def _even_gap(starts: I64Array, length: int) -> int | None:
-    """The distance between consecutive records when they lie at equal distances (the
-    records of one tag, with the same tags in between, in an event file): their bytes are
-    then read through strided views of the data, nothing gathered."""
-    if len(starts) < 2:
-        return None
-    gaps = np.diff(starts)
-    gap = int(gaps[0])
-    return gap if gap >= length and (gaps == gap).all() else None
-
-
-def _column(data: U8Array, starts: I64Array, position: int, gap: int | None) -> U8Array:
-    """Byte `position` of each record."""
-    if gap is None:
-        gathered: U8Array = np.take(data, starts + position)
-        return gathered
-    strided: U8Array = data[int(starts[0]) + position :: gap][: len(starts)]
-    return strided
-
-
-def _words(data: U8Array, at: I64Array, gap: int | None) -> U64Array:
-    """The little-endian u64 at each offset (each leaving room for it)."""
-    if gap is None:
-        gathered: U64Array = numbers_at(data, at, "<u8")
-        return gathered
-    strided: U64Array = np.ndarray(
-        (len(at),), "<u8", buffer=data, offset=int(at[0]), strides=(gap,)
-    )
-    return strided
 
 
 @cache
