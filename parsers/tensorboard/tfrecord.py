@@ -7,8 +7,9 @@ here a bad record costs only the bytes it spans: the reader scans forward for th
 position where a whole record's length and data CRCs both check, and carries on from there.
 A record cut short at the end (a job killed mid-write) keeps everything before it.
 
-The walk over lengths is a Python loop (each offset depends on the last); the CRCs of all the
-records found are then checked at once with numpy (`loganalyzer.parsers.crc`).
+The walk over lengths predicts many records ahead from the sizes' period and checks the
+predictions with numpy (each offset depends on the last); the CRCs of all the records found
+are then checked at once with numpy (`checksum`).
 """
 
 from __future__ import annotations
