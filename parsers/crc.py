@@ -97,6 +97,7 @@ def _crc_block(
 
 def masked_crc32c(crc: U32Array) -> U32Array:
     """TFRecord's masking of a crc32c (so that a CRC of CRCs does not look valid)."""
-    rotated = (crc >> np.uint32(15)) | (crc << np.uint32(17))
-    masked: U32Array = (rotated.astype(np.uint64) + 0xA282EAD8).astype(np.uint32)
+    masked: U32Array = crc >> np.uint32(15)
+    masked |= crc << np.uint32(17)
+    masked += np.uint32(0xA282EAD8)  # modulo 2^32, as unsigned numpy arrays add
     return masked

@@ -427,19 +427,15 @@ def _in_order(
         .to_series()
         .to_numpy()
     )
-    lasts: dict[str, int] = {}
-    for index, name in enumerate(names):
-        own = step[code == index]
-        last = carry.get(name, (None, 0))[0]
-        if (np.diff(own) <= 0).any() or (last is not None and own[0] <= last):
-            return None
-        lasts[name] = int(own[-1])
-    (segment,) = segments
-    for name, last_step in lasts.items():
-        carry[name] = (last_step, segment)
     run = np.zeros(len(step), dtype=np.int64)
     np.cumsum(advance != 0, out=run[1:])
     starts = np.flatnonzero(np.r_[True, advance != 0])
+    lasts = _own_steps_forward(step, code, starts, names, carry)
+    if lasts is None:
+        return None
+    (segment,) = segments
+    for name, last_step in lasts.items():
+        carry[name] = (last_step, segment)
     record = rowed.get_column("record").to_numpy()
     columns: dict[str, npt.NDArray[Any]] = {
         "segment": np.full(len(starts), segment, dtype=np.int32),
@@ -451,8 +447,8 @@ def _in_order(
     value = rowed.get_column("value").to_numpy()
     factors = np.array([COLUMNS[name][1] for name in names])
     for column in sorted({COLUMNS[name][0] for name in names}):
-        codes = [index for index, name in enumerate(names) if COLUMNS[name][0] == column]
-        rows = np.flatnonzero(np.isin(code, codes))
+        into = np.array([COLUMNS[name][0] == column for name in names])
+        rows = np.flatnonzero(np.take(into, code))
         runs = run[rows]
         first = np.r_[True, runs[1:] != runs[:-1]]
         rows, runs = rows[first], runs[first]
@@ -462,6 +458,34 @@ def _in_order(
             absent[column] = np.ones(len(starts), dtype=bool)
             absent[column][runs] = False
     return _frame(columns, absent)
+
+
+def _own_steps_forward(
+    step: npt.NDArray[np.int64],
+    code: npt.NDArray[Any],
+    starts: npt.NDArray[np.intp],
+    names: list[str],
+    carry: dict[str, tuple[int | None, int]],
+) -> dict[str, int] | None:
+    """Each name's last step, if each name's own steps move forward from its carried last
+    step; None otherwise. The steps of all names never go back (checked before), so a
+    name's steps move forward unless it is logged twice in one run of equal steps (`starts`):
+    each run's names are a set of bits, one per name, whose sum is their OR unless one
+    repeats."""
+    if len(names) - 1 + len(code).bit_length() >= 63:  # a run's sum could overflow
+        return None
+    bits = np.left_shift(np.int64(1), code.astype(np.int64))
+    present = np.bitwise_or.reduceat(bits, starts)
+    if (np.add.reduceat(bits, starts) != present).any():
+        return None
+    lasts: dict[str, int] = {}
+    for index, name in enumerate(names):
+        runs = np.flatnonzero(present & (1 << index))
+        last = carry.get(name, (None, 0))[0]
+        if last is not None and step[starts[runs[0]]] <= last:
+            return None
+        lasts[name] = int(step[starts[runs[-1]]])
+    return lasts
 
 
 def _frame(

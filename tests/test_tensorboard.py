@@ -361,3 +361,37 @@ def test_crcs_by_length_tables_are_crc32c(records: list[bytes], copies: int) -> 
     assert masked_length_crcs(lengths).tolist() == [
         _fast_masked_crc32c(len(r).to_bytes(8, "little")) for r in many
     ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    template=st.binary(min_size=1, max_size=70),
+    copies=st.integers(min_value=64, max_value=300),
+    flips=st.lists(st.tuples(st.integers(0, 299), st.integers(0, 69), st.integers(0, 7))),
+    padding=st.lists(st.binary(max_size=3), max_size=4),
+    rows=st.sampled_from([16, 1 << 14]),
+)
+def test_crcs_of_records_sharing_most_bytes_are_crc32c(
+    template: bytes,
+    copies: int,
+    flips: list[tuple[int, int, int]],
+    padding: list[bytes],
+    rows: int,
+) -> None:
+    """Records of one length that differ in a few bits (an event file's records of one
+    tag: the same tag and field keys, other times, steps and values), evenly spaced or not,
+    checked in blocks of `rows`: each gets the CRC-32C that the C library computes."""
+    from loganalyzer.parsers.tensorboard import checksum
+
+    records = [bytearray(template) for _ in range(copies)]
+    for record, position, bit in flips:
+        records[record % copies][position % len(template)] ^= 1 << bit
+    gaps = [padding[i % len(padding)] if padding else b"" for i in range(copies)]
+    joined = b"".join(bytes(record) + gap for record, gap in zip(records, gaps, strict=True))
+    data = np.frombuffer(joined, np.uint8)
+    lengths = np.full(copies, len(template), dtype=np.int64)
+    starts = np.cumsum([0] + [len(template) + len(gap) for gap in gaps[:-1]]).astype(np.int64)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checksum, "ROWS", rows)
+        crcs = checksum.masked_crcs(data, starts, lengths).tolist()
+    assert crcs == [_fast_masked_crc32c(bytes(r)) for r in records]

@@ -3,8 +3,10 @@
 Most events in a training run's file are one `simple_value` scalar each (what torch's
 SummaryWriter, Megatron, DeepSpeed and HF Trainer write), and they all have the same
 protobuf layout: `wall_time, step, summary{value{tag, simple_value}}`. Those are decoded with
-numpy, a chunk of records at a time; every other event (the file-version header, TF2 tensor
-scalars, text, hyper-parameters, histograms) goes through the protobuf classes one by one.
+numpy, a chunk of records at a time: the records of one length and tag as a group each
+(`uniform`), the others through per-record offsets; every other event (the file-version
+header, TF2 tensor scalars, text, hyper-parameters, histograms) goes through the protobuf
+classes one by one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,19 @@ import numpy as np
 import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
-from loganalyzer.parsers.tensorboard.tfrecord import Chunk, numbers_at
+from loganalyzer.parsers.tensorboard.numbers import numbers_at
+from loganalyzer.parsers.tensorboard.tfrecord import Chunk
+from loganalyzer.parsers.tensorboard.uniform import (
+    SHORTEST,
+    SIMPLE,
+    STEP,
+    SUMMARY,
+    TAG,
+    VALUE,
+    VARINT_BYTES,
+    WALL_TIME,
+    uniform_groups,
+)
 
 # The columns of the scalar table, one row per (event, scalar value); a file has few tags,
 # held once each (categorical) rather than once per row.
@@ -28,8 +42,6 @@ SCALAR_SCHEMA = {
     "value": pl.Float64(),
     "record": pl.Int64(),
 }
-VARINT_BYTES = 10
-_WALL_TIME, _STEP, _SUMMARY, _VALUE, _TAG, _SIMPLE = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
 # DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
 _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 DT_STRING = 7
@@ -74,49 +86,102 @@ def scalars(chunk: Chunk, into: Decoded) -> pl.DataFrame:
 
 
 def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
-    """Which records have the one-simple-value layout, and their scalars, decoded at once."""
-    data, starts, lengths = chunk.data, chunk.starts, chunk.lengths
-    count = len(starts)
+    """Which records have the one-simple-value layout, and their scalars: the groups of one
+    length and tag at once each (`uniform`), the other records at once through per-record
+    offsets."""
+    count = len(chunk.starts)
     if count == 0:
         return np.zeros(0, dtype=bool), pl.DataFrame(schema=SCALAR_SCHEMA)
-    ok = (lengths >= 9 + 2 + 2 + 2 + 5) & (_at(data, starts, 0) == _WALL_TIME)
+    found = _Found(count)
+    rest = np.ones(count, dtype=bool)
+    for group in uniform_groups(chunk):
+        found.add(group.members, group.wall_time, group.step, group.value, [group.tag], 0)
+        rest[group.members] = False
+    others = np.flatnonzero(rest)
+    if len(others):
+        _each(chunk.data, chunk.starts[others], chunk.lengths[others], others, found)
+    return found.ok, found.frame(chunk.first)
+
+
+class _Found:
+    """The scalars of a chunk's records as they are found, at each record's index."""
+
+    def __init__(self, count: int) -> None:
+        self.ok = np.zeros(count, dtype=bool)
+        self.wall = np.zeros(count, dtype=np.float64)
+        self.step = np.zeros(count, dtype=np.int64)
+        self.value = np.zeros(count, dtype=np.float64)
+        self.tag = np.zeros(count, dtype=np.int64)  # the index of its name in `names`
+        self.names: dict[str, int] = {}
+
+    def add(
+        self,
+        at: I64Array,
+        wall: np.ndarray[Any, Any],
+        step: np.ndarray[Any, Any],
+        value: np.ndarray[Any, Any],
+        names: list[str],
+        tags: I64Array | int,
+    ) -> None:
+        """The scalars of the records `at`, whose tags are `names[tags]`."""
+        self.ok[at] = True
+        self.wall[at] = wall
+        self.step[at] = step
+        self.value[at] = value
+        codes = np.array([self.names.setdefault(name, len(self.names)) for name in names])
+        self.tag[at] = np.take(codes, tags)
+
+    def frame(self, first: int) -> pl.DataFrame:
+        """The scalars found, in record order (`first`: the index of the chunk's first
+        record in the file)."""
+        index = np.flatnonzero(self.ok)
+        if len(index) == 0:
+            return pl.DataFrame(schema=SCALAR_SCHEMA)
+        names = pl.Series("name", list(self.names), dtype=pl.Categorical)
+        every = len(index) == len(self.ok)  # then nothing to gather
+        return pl.DataFrame(
+            {
+                "name": names.gather(pl.Series(self.tag if every else self.tag[index])),
+                "step": self.step if every else self.step[index],
+                "wall_time": self.wall if every else self.wall[index],
+                "value": self.value if every else self.value[index],
+                "record": index + first,
+            },
+            schema=SCALAR_SCHEMA,
+        )
+
+
+def _each(data: U8Array, starts: I64Array, lengths: I64Array, at: I64Array, into: _Found) -> None:
+    """The records (at indices `at` of the chunk) with the one-simple-value layout, decoded
+    at once through per-record offsets."""
+    ok = (lengths >= SHORTEST) & (_at(data, starts, 0) == WALL_TIME)
     wall = _f8(data, starts + 1)
-    has_step = _at(data, starts, 9) == _STEP
+    has_step = _at(data, starts, 9) == STEP
     step, step_bytes = _varint(data, starts + 10)
     position = 9 + np.where(has_step, 1 + step_bytes, 0)
     step = np.where(has_step, step, 0)
     # the summary's, its value's and the tag's field keys and lengths: 6 bytes of one word
     # (the checks below hold only for records that hold all of them)
     head = _read(data, starts + position, "<u8")
-    ok &= _byte(head, 0) == _SUMMARY
+    ok &= _byte(head, 0) == SUMMARY
     summary_length = _byte(head, 1)
     ok &= (summary_length < 0x80) & (summary_length == lengths - position - 2)
-    ok &= _byte(head, 2) == _VALUE
+    ok &= _byte(head, 2) == VALUE
     value_length = _byte(head, 3)
     ok &= (value_length < 0x80) & (value_length == lengths - position - 4)
-    ok &= _byte(head, 4) == _TAG
+    ok &= _byte(head, 4) == TAG
     tag_length = _byte(head, 5)
     ok &= tag_length < 0x80
     tag_start = position + 6
-    ok &= (_at(data, starts, tag_start + tag_length) == _SIMPLE) & (
+    ok &= (_at(data, starts, tag_start + tag_length) == SIMPLE) & (
         tag_start + tag_length + 5 == lengths
     )
     index = np.flatnonzero(ok)
     if len(index) == 0:
-        return ok, pl.DataFrame(schema=SCALAR_SCHEMA)
+        return
     values = _f4(data, starts[index] + tag_start[index] + tag_length[index] + 1)
-    tags = _tags(data, starts[index] + tag_start[index], tag_length[index])
-    frame = pl.DataFrame(
-        {
-            "name": tags,
-            "step": step[index].astype(np.int64),
-            "wall_time": wall[index],
-            "value": values.astype(np.float64),
-            "record": index.astype(np.int64) + chunk.first,
-        },
-        schema=SCALAR_SCHEMA,
-    )
-    return ok, frame
+    names, tags = _tags(data, starts[index] + tag_start[index], tag_length[index])
+    into.add(at[index], wall[index], step[index], values, names, tags)
 
 
 def _at(data: U8Array, starts: I64Array, offset: I64Array | int) -> U8Array:
@@ -191,8 +256,9 @@ def _varint_bytes(data: U8Array, at: I64Array) -> tuple[np.ndarray[Any, Any], I6
     return np.bitwise_or.reduce(parts << shifts, axis=1), length
 
 
-def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
-    """Each record's tag as a string; the few distinct tags are decoded once each. Tags are
+def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> tuple[list[str], I64Array]:
+    """The distinct tags, and each record's among them; the few distinct tags are decoded
+    once each. Tags are
     told apart by a hash of their bytes and length (sorting 8-byte keys, not byte strings),
     and every tag is then compared whole with the one its hash names."""
     width = -(-max(int(lengths.max()) if len(lengths) else 0, 1) // 8)
@@ -212,7 +278,7 @@ def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> pl.Series:
         bytes(data[at[row] : at[row] + lengths[row]]).decode("utf-8", errors="replace")
         for row in first
     ]
-    return pl.Series("name", names, dtype=pl.Categorical).gather(pl.Series(inverse.ravel()))
+    return names, inverse.ravel()
 
 
 def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:

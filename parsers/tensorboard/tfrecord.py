@@ -7,8 +7,9 @@ here a bad record costs only the bytes it spans: the reader scans forward for th
 position where a whole record's length and data CRCs both check, and carries on from there.
 A record cut short at the end (a job killed mid-write) keeps everything before it.
 
-The walk over lengths is a Python loop (each offset depends on the last); the CRCs of all the
-records found are then checked at once with numpy (`loganalyzer.parsers.crc`).
+The walk over lengths predicts many records ahead from the sizes' period and checks the
+predictions with numpy (each offset depends on the last); the CRCs of all the records found
+are then checked at once with numpy (`checksum`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from loganalyzer.parsers.crc import (
 )
 from loganalyzer.parsers.framing import Damage
 from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
+from loganalyzer.parsers.tensorboard.numbers import numbers_at
 
 HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
@@ -191,7 +192,7 @@ def _predict(sizes: I64Array, position: int, count: int) -> I64Array:
         (p for p in range(1, MAX_PERIOD + 1) if (sizes[-2 * p : -p] == sizes[-p:]).all()),
         len(sizes),
     )
-    repeated = np.resize(sizes[-period:], count)
+    repeated = np.tile(sizes[-period:], -(-count // period))[:count]
     return position + np.concatenate([[0], np.cumsum(repeated[:-1])])
 
 
@@ -246,15 +247,6 @@ def _stored(data: U8Array, at: I64Array) -> U32Array:
     """The little-endian u32 stored at each offset."""
     stored: U32Array = numbers_at(data, at, "<u4")
     return stored
-
-
-def numbers_at(data: U8Array, at: I64Array, dtype: str) -> np.ndarray[Any, Any]:
-    """The little-endian number of `dtype` at each byte offset (each leaving room for it),
-    read through a view of the data with an element at every byte: no index matrix."""
-    size = np.dtype(dtype).itemsize
-    every_byte = np.ndarray((max(len(data) - size + 1, 0),), dtype, buffer=data, strides=(1,))
-    numbers: np.ndarray[Any, Any] = every_byte[at]
-    return numbers
 
 
 def _length_checks(data: U8Array, head: int) -> bool:
