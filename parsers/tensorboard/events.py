@@ -127,7 +127,10 @@ class _Found:
         self.ok[at] = True
         self.wall[at] = wall
         self.step[at] = step
-        self.value[at] = value
+        # A float32 signalling NaN (a flipped bit can make one) is read as NaN, without the
+        # floating-point warning its widening raises.
+        with np.errstate(invalid="ignore"):
+            self.value[at] = value
         codes = np.array([self.names.setdefault(name, len(self.names)) for name in names])
         self.tag[at] = np.take(codes, tags)
 
