@@ -16,7 +16,7 @@ import polars as pl
 
 from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
-from loganalyzer.analysis.events import events_of
+from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
 from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
@@ -44,7 +44,9 @@ class StepTimeStats:
 class Analysis:
     """Everything the analysis found in one run, verdicts aside. `steady` holds the
     (segment, iteration) of the records the steady pace is the median of, so that a figure
-    taken beside it (the framework's own TFLOPS) is taken over the same records."""
+    taken beside it (the framework's own TFLOPS) is taken over the same records; `long` is
+    the run's long table with what was read from it, for the steps after the analysis
+    (causes, budget, waterfall) to read it no second time."""
 
     records: int
     timed_records: int
@@ -61,6 +63,7 @@ class Analysis:
     stragglers: tuple[RankSpread, ...]
     time: TimeAccounting
     steady: pl.DataFrame = field(compare=False)
+    long: LongTable = field(compare=False, repr=False)
 
 
 def analyse(
@@ -74,18 +77,26 @@ def analyse(
     """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
     warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
     slow; `configured_periods` are the save and evaluation intervals the run's config states."""
-    recs = timed_records(table)
+    timed = timed_records(table)
+    # one contiguous copy of the few columns read: the windows and group-bys below would
+    # each copy a table of many chunks (a parser's) for themselves. Totals and the mean are
+    # taken over `timed` as read: a float sum depends on how its column is cut into chunks.
+    recs = timed.rechunk()
     recs = recs.with_columns(warmup_flags(recs, warmup))
-    known = stated_periods(configured_periods, list(events_of(metrics).saves))
-    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor, known)
-    steady = labelled.filter(~pl.col("slow") & pl.col("event").is_null())
+    long = LongTable(metrics, table)
+    known = stated_periods(configured_periods, list(long.events.saves))
+    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), long, slow_factor, known)
+    # only the columns read after: a filter copies every column it is given
+    steady = labelled.select("segment", "iteration", "first", "step").filter(
+        ~labelled["slow"] & labelled["event"].is_null()
+    )
     median = _float(steady["step"].median())
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
     stalls = find_stalls(recs)
-    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
-    step = recs["step"]
+    logged_s = float(timed.select((pl.col("step") * pl.col("interval")).sum()).item())
+    step = timed["step"]
     return Analysis(
         records=table.height,
         timed_records=recs.height,
@@ -109,6 +120,7 @@ def analyse(
         stragglers=find_stragglers(metrics),
         time=account(logged_s, warm, slow, restarts, stalls),
         steady=steady.select("segment", "iteration"),
+        long=long,
     )
 
 
