@@ -77,26 +77,34 @@ def analyse(
     """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
     warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
     slow; `configured_periods` are the save and evaluation intervals the run's config states."""
-    timed = timed_records(table)
-    # one contiguous copy of the few columns read: the windows and group-bys below would
-    # each copy a table of many chunks (a parser's) for themselves. Totals and the mean are
-    # taken over `timed` as read: a float sum depends on how its column is cut into chunks.
-    recs = timed.rechunk()
-    recs = recs.with_columns(warmup_flags(recs, warmup))
+    # the long table's passes first, before the per-iteration columns are copied: their
+    # working memory then never adds to theirs
     long = LongTable(metrics, table)
+    stragglers = find_stragglers(metrics)
+    timers = long.timers
     known = stated_periods(configured_periods, list(long.events.saves))
-    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), long, slow_factor, known)
+    recs = timed_records(table)
+    # totals and the mean over the records as read: a float sum depends on how its column
+    # is cut into chunks
+    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
+    mean, p90, fastest, slowest = _spread(recs["step"])
+    # then one contiguous copy of the few columns read: the windows and group-bys below
+    # would each copy a table of many chunks (a parser's) for themselves
+    recs = recs.rechunk()
+    recs = recs.with_columns(warmup_flags(recs, warmup))
+    slow, labelled = find_slow_steps(
+        recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known
+    )
     # only the columns read after: a filter copies every column it is given
     steady = labelled.select("segment", "iteration", "first", "step").filter(
         ~labelled["slow"] & labelled["event"].is_null()
     )
+    del labelled  # its baseline columns, before the steps below add their own
     median = _float(steady["step"].median())
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
     stalls = find_stalls(recs)
-    logged_s = float(timed.select((pl.col("step") * pl.col("interval")).sum()).item())
-    step = timed["step"]
     return Analysis(
         records=table.height,
         timed_records=recs.height,
@@ -107,20 +115,28 @@ def analyse(
         step_time_s=StepTimeStats(
             median=median,
             steady_records=steady.height,
-            mean=_float(step.mean()),
-            p90=_float(step.quantile(0.9, "linear")),
-            min=_float(step.min()),
-            max=_float(step.max()),
+            mean=mean,
+            p90=p90,
+            min=fastest,
+            max=slowest,
         ),
         warmup=warm,
         drift=find_drift(steady),
         slow=slow,
         restarts=restarts,
         stalls=stalls,
-        stragglers=find_stragglers(metrics),
+        stragglers=stragglers,
         time=account(logged_s, warm, slow, restarts, stalls),
         steady=steady.select("segment", "iteration"),
         long=long,
+    )
+
+
+def _spread(step: pl.Series) -> tuple[float | None, ...]:
+    """Mean, 90th percentile (linear), min and max of the step times."""
+    return tuple(
+        _float(value)
+        for value in (step.mean(), step.quantile(0.9, "linear"), step.min(), step.max())
     )
 
 
