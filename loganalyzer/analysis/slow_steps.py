@@ -115,7 +115,7 @@ def find_slow_steps(
     noise = noise_floor(excess)
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
-    labelled = framed.with_columns(slow=(pl.col("step") / pl.col("level") - 1) > per_record)
+    labelled = framed.with_columns(slow=pl.lit(excess) > per_record)
     rows = _steps(labelled.filter("slow"), metrics, timers, known_periods)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
