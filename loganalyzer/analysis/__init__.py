@@ -101,6 +101,8 @@ def analyse(
     )
     del labelled  # its baseline columns, before the steps below add their own
     median = _float(steady["step"].median())
+    drift, steady_records = find_drift(steady), steady.height
+    steady = steady.select("segment", "iteration")  # what is kept of it
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
@@ -114,20 +116,20 @@ def analyse(
         last_iteration=table["iteration"].last(),  # type: ignore[arg-type]
         step_time_s=StepTimeStats(
             median=median,
-            steady_records=steady.height,
+            steady_records=steady_records,
             mean=mean,
             p90=p90,
             min=fastest,
             max=slowest,
         ),
         warmup=warm,
-        drift=find_drift(steady),
+        drift=drift,
         slow=slow,
         restarts=restarts,
         stalls=stalls,
         stragglers=stragglers,
         time=account(logged_s, warm, slow, restarts, stalls),
-        steady=steady.select("segment", "iteration"),
+        steady=steady,
         long=long,
     )
 
