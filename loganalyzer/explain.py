@@ -15,7 +15,7 @@ import polars as pl
 
 from loganalyzer.analysis import Analysis, timed_records
 from loganalyzer.analysis.causes import Causes, attribute
-from loganalyzer.analysis.events import Schedule, events_of
+from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import lever_verdicts
@@ -47,10 +47,10 @@ def explain(
     tokens_per_s: float | None,
 ) -> Explanation:
     """Causes, budget, waterfall and health of `run`."""
-    causes = attribute(analysis, run.table, run.metrics, events_of(run.metrics), schedule)
-    goodput = budget(analysis, causes, run.table, run.metrics)
+    causes = attribute(analysis, run.table, schedule)
+    goodput = budget(analysis, causes, run.table)
     median = analysis.step_time_s.median
-    shares = waterfall.timer_shares(run.metrics, median * 1000 if median else None)
+    shares = waterfall.timer_shares(analysis.long.timers.medians, median * 1000 if median else None)
     steps = waterfall.build(_inputs(run, analysis, facts, efficiency, goodput, shares))
     device = facts.gpu.accelerator.memory_gb if facts.gpu else None
     health = assess(run.table, run.metrics, shares, device, tokens_per_s, facts.num_gpus)

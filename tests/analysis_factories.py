@@ -9,7 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from loganalyzer.model import conform_table, empty_metrics
+from loganalyzer.analysis.phases import Timers, read_timers
+from loganalyzer.model import Metrics, conform_table, empty_metrics
+from loganalyzer.spill import metric_names
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -79,6 +81,11 @@ def timer_metrics(
             for iteration, value in zip(iterations, values, strict=True)
         ]
     )
+
+
+def timers_of(metrics: Metrics) -> Timers:
+    """The run's timers as `analyse` reads them once (`LongTable.timers`)."""
+    return read_timers(metrics, metric_names(metrics))
 
 
 def cumulative_timestamps(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.causes import Causes, attribute
-from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule, events_of
+from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule
 from loganalyzer.analysis.goodput import budget
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.verdicts import MfuInputs, judge
@@ -25,6 +25,7 @@ from tests.analysis_factories import (
     make_table,
     synthetic_run,
     timer_metrics,
+    timers_of,
 )
 
 N = 400
@@ -83,7 +84,7 @@ def _run(
     )
     table = make_table(steps, skipped=skipped)
     analysis = analyse(table, metrics, configured_periods=schedule.periods())
-    causes = attribute(analysis, table, metrics, events_of(metrics), schedule)
+    causes = attribute(analysis, table, schedule)
     return analysis, causes, table, metrics
 
 
@@ -191,7 +192,7 @@ def test_forward_backward_growth_is_named_forward_backward_at_both_levels(
     if level == 2:
         series[grown_child][slow - 1] += growth_ms
     metrics = timer_metrics(iterations, series)
-    row = phase_growth(metrics, pl.Series([slow])).row(0, named=True)
+    row = phase_growth(metrics, pl.Series([slow]), timers_of(metrics)).row(0, named=True)
     assert row["phase"] == "forward-backward"
     assert row["phase_delta_ms"] == pytest.approx(growth_ms)
     assert row["phase_detail"] == (grown_child if level == 2 else None)
@@ -201,7 +202,7 @@ def test_restart_cause_names_the_checkpoint_it_resumed_from() -> None:
     run = synthetic_run(200, restart=(120, 20, 300.0), noise=0.01)
     saves = make_metrics([(100, SAVE_EVENT, 1.0, None)])
     analysis = analyse(run.table, saves)
-    causes = attribute(analysis, run.table, saves, events_of(saves), Schedule())
+    causes = attribute(analysis, run.table, Schedule())
     (restart,) = causes.restarts
     assert restart.cause.kind == "restart"
     assert "resumed from the checkpoint saved at iteration 100" in restart.cause.evidence
@@ -215,14 +216,14 @@ def test_stalls_on_the_configured_save_interval_are_checkpoint_saves() -> None:
     table = make_table(steps, timestamps=stamps)
     schedule = Schedule(save=Interval(500, "save_interval 500 (primus.log:12)"))
     analysis = analyse(table, empty_metrics(), configured_periods=schedule.periods())
-    causes = attribute(analysis, table, empty_metrics(), events_of(empty_metrics()), schedule)
+    causes = attribute(analysis, table, schedule)
     stalls = [e for e in causes.entries if e.entry == "stall"]
     assert [(s.last_iteration, s.cause.kind) for s in stalls] == [
         (500, "checkpoint_save"),
         (1000, "checkpoint_save"),
         (1500, "checkpoint_save"),
     ]
-    goodput = budget(analysis, causes, table, empty_metrics())
+    goodput = budget(analysis, causes, table)
     lines = {line.name: line.seconds for line in goodput.lines}
     assert round(lines["checkpoint saves"], 6) == 180.0
 
@@ -246,8 +247,8 @@ def test_goodput_lines_sum_to_the_timestamped_wall_clock(
         warmup=(3.0, 1.5),
     )
     analysis = analyse(run.table, empty_metrics())
-    causes = attribute(analysis, run.table, empty_metrics(), events_of(empty_metrics()), Schedule())
-    goodput = budget(analysis, causes, run.table, empty_metrics())
+    causes = attribute(analysis, run.table, Schedule())
+    goodput = budget(analysis, causes, run.table)
     stamps = run.table["timestamp"]
     first_work = float(run.table["step_time_s"][0])
     wall = (stamps[-1] - stamps[0]).total_seconds() + first_work
@@ -280,7 +281,7 @@ def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
     table = _two_slow_steps_on(100)
     schedule = Schedule(save=Interval(100, "save_interval 100 (train.log:7)"))
     analysis = analyse(table, empty_metrics(), configured_periods=schedule.periods())
-    causes = attribute(analysis, table, empty_metrics(), events_of(empty_metrics()), schedule)
+    causes = attribute(analysis, table, schedule)
     named = period_causes(analysis, causes)
     assert named == {
         100: "checkpoint saves (first: iteration 100 is a multiple of save_interval 100 "
@@ -323,11 +324,11 @@ def test_restart_gap_is_split_by_the_new_launch_start_up_timers() -> None:
     )
     metrics = pl.concat([first_launch, second_launch])
     analysis = analyse(run.table, metrics)
-    causes = attribute(analysis, run.table, metrics, events_of(metrics), Schedule())
+    causes = attribute(analysis, run.table, Schedule())
     (restart,) = causes.restarts
     split = (restart.startup_s, restart.checkpoint_load_s, restart.other_gap_s)
     assert split == pytest.approx((60.0, 20.0, 240.0))
-    goodput = budget(analysis, causes, run.table, metrics)
+    goodput = budget(analysis, causes, run.table)
     lines = {line.name: line.seconds for line in goodput.lines}
     # The first launch's 4 s precede the first record; the second's 60 s are inside the gap.
     assert (lines["start-up"], lines["restart gaps"]) == pytest.approx((64.0, 240.0))
@@ -348,11 +349,11 @@ def test_sustained_slowdown_is_traced_to_the_data_loader() -> None:
         list(range(1, 401)), {"batch-generator": batch, "optimizer": [50.0] * 400}
     )
     analysis = analyse(table, metrics)
-    causes = attribute(analysis, table, metrics, events_of(metrics), Schedule())
+    causes = attribute(analysis, table, Schedule())
     (event,) = analysis.slow.sustained
     cause = causes.for_range(event.segment, event.start_iteration, event.end_iteration)
     assert cause is not None and cause.kind == "data_loading"
     assert cause.evidence.startswith("batch-generator grew by 1,000 ms")
-    goodput = budget(analysis, causes, table, metrics)
+    goodput = budget(analysis, causes, table)
     lines = {line.name: line.seconds for line in goodput.lines}
     assert lines["data loading"] == pytest.approx(event.lost_s)

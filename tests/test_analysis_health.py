@@ -7,7 +7,7 @@ import polars as pl
 
 from loganalyzer.analysis.health import assess
 from loganalyzer.flops.waterfall import timer_shares
-from tests.analysis_factories import make_metrics, make_table, timer_metrics
+from tests.analysis_factories import make_metrics, make_table, timer_metrics, timers_of
 
 
 def test_counts_drops_memory_and_throughput() -> None:
@@ -17,7 +17,7 @@ def test_counts_drops_memory_and_throughput() -> None:
     memory = make_metrics(
         [(1, "memory/max_allocated_mb", 20480.0, 0), (1, "memory/max_allocated_mb", 24576.0, 3)]
     )
-    health = assess(table, memory, timer_shares(memory, 1000.0), 32.0, 8192.0, 8)
+    health = assess(table, memory, timer_shares(timers_of(memory).medians, 1000.0), 32.0, 8192.0, 8)
     assert (health.skipped.total, health.skipped.iterations) == (3, (2, 4))
     assert (health.nan.total, health.nan.iterations) == (1, (6,))
     # 65536 -> 32768 at 2 and 32768 -> 16384 at 4; the rise at 6 is not a drop
@@ -38,7 +38,7 @@ def test_timer_breakdown_lists_leaves_with_their_share_of_the_step() -> None:
             "optimizer": [100.0] * 3,
         },
     )
-    shares = timer_shares(metrics, 1000.0)
+    shares = timer_shares(timers_of(metrics).medians, 1000.0)
     assert shares.rows() == [
         ("backward-compute", 600.0, 0.6),
         ("forward-compute", 300.0, 0.3),

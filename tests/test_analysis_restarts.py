@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loganalyzer.analysis import analyse
+from loganalyzer.analysis import analyse, restarts, timed_records
 from loganalyzer.model import empty_metrics
 from tests.analysis_factories import cumulative_timestamps, make_table, synthetic_run
 
@@ -95,3 +95,23 @@ def test_property_restart_is_recovered(at: int, redo: int, gap: float, seed: int
     assert restart.gap_s == pytest.approx(gap, abs=1e-3)
     assert result.stalls == ()
     assert result.slow.steps == ()
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    stalls=st.dictionaries(st.integers(1, 299), st.floats(20.0, 500.0), max_size=12),
+    restart=st.integers(1, 299),
+    size=st.integers(1, 40),
+)
+def test_stalls_judged_in_slices_are_those_of_the_whole_table(
+    stalls: dict[int, float], restart: int, size: int
+) -> None:
+    """Slices of any size, stalls on their first and last records and a restart anywhere:
+    the slice before a record carries the gap into it."""
+    run = synthetic_run(300, noise=0.0, restart=(restart, 0, 900.0), stalls=stalls)
+    recs = timed_records(run.table)
+    whole = restarts.find_stalls(recs)
+    assert len(whole) == len(stalls.keys() - {0, restart})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(restarts, "STALL_SLICE", size)
+        assert restarts.find_stalls(recs) == whole

@@ -14,7 +14,13 @@ from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.baseline import WINDOW, centred_median
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.model import empty_metrics
-from tests.analysis_factories import make_metrics, make_table, synthetic_run, timer_metrics
+from tests.analysis_factories import (
+    make_metrics,
+    make_table,
+    synthetic_run,
+    timer_metrics,
+    timers_of,
+)
 
 NO_METRICS = empty_metrics()
 
@@ -138,7 +144,7 @@ def test_phase_that_grew_most_is_named() -> None:
     (step,) = analyse(make_table(steps), metrics).slow.steps
     # forward-backward encloses the compute timers: it is the phase, the child that grew its detail
     assert (step.iteration, step.phase, step.phase_delta_ms) == (121, "forward-backward", 1000.0)
-    detail = phase_growth(metrics, pl.Series([121])).row(0, named=True)
+    detail = phase_growth(metrics, pl.Series([121]), timers_of(metrics)).row(0, named=True)
     assert (detail["phase_detail"], detail["detail_delta_ms"]) == ("backward-compute", 950.0)
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loganalyzer.analysis import analyse
+from loganalyzer.analysis.steady import _window_flags, warmup_flags
 from loganalyzer.model import empty_metrics
 from tests.analysis_factories import make_table, synthetic_run
 
@@ -84,3 +88,24 @@ def test_drift_compares_first_and_last_tenth_of_steady_records() -> None:
 
 def test_too_few_records_for_drift() -> None:
     assert analyse(make_table([1.0] * 19), NO_METRICS).drift is None
+
+
+# Step times around a pace of 1 s, a few far above it, so that warm-ups of every length occur.
+STEPS = st.sampled_from([0.9, 1.0, 1.05, 1.2, 2.0, 5.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(STEPS, min_size=1, max_size=70), min_size=1, max_size=6))
+def test_warmup_judged_on_segment_heads_is_that_of_the_window_expressions(
+    segments: list[list[float]],
+) -> None:
+    """Segments in log order are judged on their first records only, with the flags the
+    window expressions over every record give (short segments, caps, slow segments)."""
+    recs = pl.DataFrame(
+        {
+            "segment": [number for number, steps in enumerate(segments) for _ in steps],
+            "step": [step for steps in segments for step in steps],
+        },
+        schema={"segment": pl.Int32, "step": pl.Float64},
+    )
+    assert warmup_flags(recs, None).equals(_window_flags(recs, None))

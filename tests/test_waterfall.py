@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.causes import attribute
-from loganalyzer.analysis.events import Interval, Schedule, events_of
+from loganalyzer.analysis.events import Interval, Schedule
 from loganalyzer.analysis.goodput import budget
 from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.flops.waterfall import Inputs, build
@@ -106,8 +106,8 @@ def test_checkpoint_verdict_names_the_interval_the_count_and_the_lever() -> None
     schedule = Schedule(save=Interval(500, "save_interval 500 (primus.log:12)"))
     metrics = empty_metrics()
     analysis = analyse(table, metrics, configured_periods=schedule.periods())
-    causes = attribute(analysis, table, metrics, events_of(metrics), schedule)
-    goodput = budget(analysis, causes, table, metrics)
+    causes = attribute(analysis, table, schedule)
+    goodput = budget(analysis, causes, table)
     waterfall = build(Inputs(None, None, None, "", None, None, None, None, None))
     (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule)
     assert verdict.code == "CHECKPOINT_SAVE_COST"

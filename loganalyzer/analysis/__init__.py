@@ -16,7 +16,7 @@ import polars as pl
 
 from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
-from loganalyzer.analysis.events import events_of
+from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
 from loganalyzer.analysis.slow_steps import SlowSteps, find_slow_steps
@@ -44,7 +44,9 @@ class StepTimeStats:
 class Analysis:
     """Everything the analysis found in one run, verdicts aside. `steady` holds the
     (segment, iteration) of the records the steady pace is the median of, so that a figure
-    taken beside it (the framework's own TFLOPS) is taken over the same records."""
+    taken beside it (the framework's own TFLOPS) is taken over the same records; `long` is
+    the run's long table with what was read from it, for the steps after the analysis
+    (causes, budget, waterfall) to read it no second time."""
 
     records: int
     timed_records: int
@@ -61,6 +63,7 @@ class Analysis:
     stragglers: tuple[RankSpread, ...]
     time: TimeAccounting
     steady: pl.DataFrame = field(compare=False)
+    long: LongTable = field(compare=False, repr=False)
 
 
 def analyse(
@@ -74,18 +77,36 @@ def analyse(
     """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
     warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
     slow; `configured_periods` are the save and evaluation intervals the run's config states."""
+    # the long table's passes first, before the per-iteration columns are copied: their
+    # working memory then never adds to theirs
+    long = LongTable(metrics, table)
+    stragglers = find_stragglers(metrics)
+    timers = long.timers
+    known = stated_periods(configured_periods, list(long.events.saves))
     recs = timed_records(table)
+    # totals and the mean over the records as read: a float sum depends on how its column
+    # is cut into chunks
+    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
+    mean, p90, fastest, slowest = _spread(recs["step"])
+    # then one contiguous copy of the few columns read: the windows and group-bys below
+    # would each copy a table of many chunks (a parser's) for themselves
+    recs = recs.rechunk()
     recs = recs.with_columns(warmup_flags(recs, warmup))
-    known = stated_periods(configured_periods, list(events_of(metrics).saves))
-    slow, labelled = find_slow_steps(recs.filter(~pl.col("warmup")), metrics, slow_factor, known)
-    steady = labelled.filter(~pl.col("slow") & pl.col("event").is_null())
+    slow, labelled = find_slow_steps(
+        recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known
+    )
+    # only the columns read after: a filter copies every column it is given
+    steady = labelled.select("segment", "iteration", "first", "step").filter(
+        ~labelled["slow"] & labelled["event"].is_null()
+    )
+    del labelled  # its baseline columns, before the steps below add their own
     median = _float(steady["step"].median())
+    drift, steady_records = find_drift(steady), steady.height
+    steady = steady.select("segment", "iteration")  # what is kept of it
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
     stalls = find_stalls(recs)
-    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
-    step = recs["step"]
     return Analysis(
         records=table.height,
         timed_records=recs.height,
@@ -95,20 +116,29 @@ def analyse(
         last_iteration=table["iteration"].last(),  # type: ignore[arg-type]
         step_time_s=StepTimeStats(
             median=median,
-            steady_records=steady.height,
-            mean=_float(step.mean()),
-            p90=_float(step.quantile(0.9, "linear")),
-            min=_float(step.min()),
-            max=_float(step.max()),
+            steady_records=steady_records,
+            mean=mean,
+            p90=p90,
+            min=fastest,
+            max=slowest,
         ),
         warmup=warm,
-        drift=find_drift(steady),
+        drift=drift,
         slow=slow,
         restarts=restarts,
         stalls=stalls,
-        stragglers=find_stragglers(metrics),
+        stragglers=stragglers,
         time=account(logged_s, warm, slow, restarts, stalls),
-        steady=steady.select("segment", "iteration"),
+        steady=steady,
+        long=long,
+    )
+
+
+def _spread(step: pl.Series) -> tuple[float | None, ...]:
+    """Mean, 90th percentile (linear), min and max of the step times."""
+    return tuple(
+        _float(value)
+        for value in (step.mean(), step.quantile(0.9, "linear"), step.min(), step.max())
     )
 
 

@@ -12,7 +12,7 @@ specific cause the evidence supports wins, in this order:
 2. `evaluation`: a validation line in the range, else a multiple of the configured
    evaluation interval;
 3. `straggler`: at that iteration one rank's timer (or a timer's max across ranks against its
-   min) sits `STRAGGLER_RATIO` beyond what is typical for it in the run;
+   min) sits `spreads.STRAGGLER_RATIO` beyond what is typical for it in the run;
 4. `data_loading`: the phase that grew (see `phases`) is the data loader's;
 5. `overflow` / `nan`: the record skipped iterations (fp16 loss-scale overflow) or hit NaNs;
 6. `phase`: another timer grew (named, with the child it is attributed to);
@@ -24,7 +24,6 @@ their excess over the steady pace is `EventCost`, so the goodput budget counts i
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cached_property
@@ -36,10 +35,9 @@ from loganalyzer.analysis._records import timed_records
 from loganalyzer.analysis.events import Events, Interval, Schedule
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
-from loganalyzer.analysis.startup import StartUp, startup_by_segment
-from loganalyzer.model import Metrics
+from loganalyzer.analysis.spreads import iteration_spreads
+from loganalyzer.analysis.startup import StartUp
 from loganalyzer.render.numbers import TIMES, duration, iterations, number, plural
-from loganalyzer.spill import collect, metric_names
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
@@ -55,8 +53,6 @@ CauseKind = Literal[
     "restart",
     "unknown",
 ]
-# A per-rank (or max-over-min) spread this far beyond its run-typical value marks a straggler.
-STRAGGLER_RATIO = 1.25
 DATA_PHASES = frozenset({"batch-generator", "batch-input", "data-loader", "dataloader"})
 
 
@@ -170,14 +166,11 @@ class _Evidence:
     spreads: _ByIteration  # iteration, metric, spread, typical, excess, rank, against
 
 
-def attribute(
-    analysis: Analysis,
-    table: pl.DataFrame,
-    metrics: Metrics,
-    events: Events,
-    schedule: Schedule,
-) -> Causes:
-    """Causes for every slow record, sustained slowdown, stall and restart of `analysis`."""
+def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Causes:
+    """Causes for every slow record, sustained slowdown, stall and restart of `analysis`
+    (whose per-iteration table is `table`); the long table's evidence from `analysis.long`."""
+    long = analysis.long
+    events = long.events
     slow_iterations = [s.iteration for s in analysis.slow.steps]
     for event in analysis.slow.sustained:
         slow_iterations.extend(range(event.start_iteration, event.end_iteration + 1))
@@ -193,8 +186,10 @@ def attribute(
                 pl.col("nan_iterations").fill_null(0).alias("nan"),
             )
         ),
-        phases=_ByIteration(phase_growth(metrics, slow)),
-        spreads=_ByIteration(_spreads(metrics).filter(pl.col("iteration").is_in(slow))),
+        phases=_ByIteration(phase_growth(long.metrics, slow, long.timers)),
+        spreads=_ByIteration(
+            iteration_spreads(long.metrics, long.names).filter(pl.col("iteration").is_in(slow))
+        ),
     )
     entries = [
         Attributed(
@@ -230,7 +225,7 @@ def attribute(
         )
         for s in analysis.stalls
     ]
-    launches = startup_by_segment(metrics, table)
+    launches = long.startup
     return Causes(
         entries=tuple(entries),
         events=_event_costs(analysis, table, events),
@@ -305,55 +300,6 @@ def _phase_text(row: dict[str, object]) -> str:
     if row["phase_detail"]:
         text += f" ({row['phase_detail']} +{number(row['detail_delta_ms'], ',.0f', ' ms')})"
     return f"{text} at iteration {row['iteration']}, against its run median"
-
-
-def _spreads(metrics: Metrics) -> pl.DataFrame:
-    """Per iteration and timer, how far the slowest rank sits from the others (per-rank rows:
-    max over median; `/max` and `/min` rows: max over min), where that is `STRAGGLER_RATIO`
-    beyond the timer's typical spread in the run."""
-    names = pl.col("name").cast(pl.String)
-    # rows matched by category, names by text once each (see `events_of`)
-    timer_names = [name for name in metric_names(metrics) if name.startswith("timer/")]
-    bound_names = [name for name in timer_names if re.search(r"/(max|min)$", name)]
-    timers = metrics.lazy().filter(
-        pl.col("name").is_in(timer_names) & pl.col("iteration").is_not_null()
-    )
-    # each filtered in a streaming pass first: sort and median are not run a batch at a time
-    per_rank = (
-        collect(timers.filter(pl.col("rank").is_not_null()))
-        .sort("value", descending=True)
-        .group_by("iteration", names.alias("metric"))
-        .agg(
-            (pl.col("value").max() / pl.col("value").median()).alias("spread"),
-            pl.col("rank").first(),
-            pl.len().alias("n"),
-        )
-        .filter(pl.col("n") >= 2)
-        .select("iteration", "metric", "spread", "rank", against=pl.lit("median rank"))
-    )
-    bounds = (
-        collect(timers.filter(pl.col("rank").is_null() & pl.col("name").is_in(bound_names)))
-        .with_columns(
-            names.str.replace(r"/(max|min)$", "").alias("metric"),
-            names.str.extract(r"/(max|min)$").alias("bound"),
-        )
-        .pivot("bound", index=["iteration", "metric"], values="value", aggregate_function="max")
-    )
-    if {"max", "min"} <= set(bounds.columns):
-        across = bounds.filter(pl.col("min") > 0).select(
-            "iteration",
-            "metric",
-            (pl.col("max") / pl.col("min")).alias("spread"),
-            rank=pl.lit(None, dtype=pl.Int32),
-            against=pl.lit("fastest rank (max over min across ranks)"),
-        )
-        per_rank = pl.concat([per_rank, across], how="diagonal_relaxed")
-    typical = pl.col("spread").median().over("metric")
-    return (
-        per_rank.with_columns(typical.alias("typical"))
-        .with_columns((pl.col("spread") / pl.col("typical")).alias("excess"))
-        .filter(pl.col("excess") >= STRAGGLER_RATIO)
-    )
 
 
 def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tuple[EventCost, ...]:

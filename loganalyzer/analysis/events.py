@@ -9,12 +9,13 @@ provenance so a reader can check it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from loganalyzer.model import Metrics, Run
-from loganalyzer.spill import collect, metric_names
+from loganalyzer.spill import collect
 
 SAVE_EVENT = "event/checkpoint_save"
 VALIDATION_PREFIX = "validation/"
@@ -64,11 +65,11 @@ class Events:
     evaluations: dict[int, int | None]
 
 
-def events_of(metrics: Metrics) -> Events:
-    """The save and validation lines of the long metrics table, by iteration."""
+def events_of(metrics: Metrics, names: Sequence[str]) -> Events:
+    """The save and validation lines of the long metrics table, whose metric names are
+    `names` (`spill.metric_names`), by iteration."""
     # names matched once each, then rows by category: a text comparison of every row makes
     # polars' streaming engine hold the column (250 MB more over 22 M rows, measured)
-    names = metric_names(metrics)
     return Events(
         saves=_first_lines(metrics, [name for name in names if name == SAVE_EVENT]),
         evaluations=_first_lines(

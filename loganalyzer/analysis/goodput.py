@@ -25,8 +25,6 @@ import polars as pl
 
 from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
-from loganalyzer.analysis.startup import startup_by_segment
-from loganalyzer.model import Metrics
 from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
@@ -80,13 +78,14 @@ class Goodput:
     summary: str
 
 
-def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame, metrics: Metrics) -> Goodput:
-    """The goodput budget of a run from its analysis and causes."""
+def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
+    """The goodput budget of a run from its analysis, its causes and its per-iteration
+    `table` (start-up timers from `analysis.long`)."""
     seconds = dict.fromkeys(LINES, 0.0)
     time = analysis.time
     gaps = {r.segment: r.gap_s for r in analysis.restarts}
     outside = 0.0  # start-up the clock does not already hold
-    for segment, launch in startup_by_segment(metrics, table).items():
+    for segment, launch in analysis.long.startup.items():
         gap = gaps.get(segment) if segment is not None else None
         inside = min(launch.setup_s, gap) if gap is not None else 0.0
         seconds["start-up"] += launch.setup_s
@@ -141,16 +140,28 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
         - pl.col("iteration").shift(1).over(by_segment(recs))
         - pl.col("interval")
     ).clip(lower_bound=0).fill_null(0) * pl.col("step")
+    # plain aggregations, the span taken after: an expression over aggregates inside `agg`
+    # gathers every group's rows
     spans = (
-        recs.with_columns(skipped.alias("unlogged"))
+        recs.with_columns(skipped.alias("unlogged"), work.alias("work"))
         .group_by("segment", maintain_order=True)
         .agg(
-            (pl.col("timestamp").last() - pl.col("timestamp").first()).dt.total_microseconds() / 1e6
-            + work.first(),
-            work.sum().alias("work"),
+            pl.col("timestamp").first().alias("first_stamp"),
+            pl.col("timestamp").last().alias("last_stamp"),
+            pl.col("work").first().alias("first_work"),
+            pl.col("work").sum(),
             pl.col("unlogged").sum(),
-            pl.col("timestamp").first().is_not_null().alias("first_stamped"),
-            pl.col("timestamp").last().is_not_null().alias("last_stamped"),
+        )
+        .select(
+            "segment",
+            (
+                (pl.col("last_stamp") - pl.col("first_stamp")).dt.total_microseconds() / 1e6
+                + pl.col("first_work")
+            ).alias("timestamp"),
+            "work",
+            "unlogged",
+            pl.col("first_stamp").is_not_null().alias("first_stamped"),
+            pl.col("last_stamp").is_not_null().alias("last_stamped"),
         )
     )
     stamped = spans["first_stamped"] & spans["last_stamped"]

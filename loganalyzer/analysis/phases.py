@@ -17,6 +17,9 @@ logged.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
 import polars as pl
 
 from loganalyzer.analysis.medians import grouped_median
@@ -82,14 +85,29 @@ def timer_phase(name: str) -> str | None:
     return name.removeprefix("timer/").removesuffix("/max")
 
 
-def _phases(metrics: Metrics) -> dict[str, str]:
-    """The phase of each timer name the table holds (`/min` names left out)."""
-    return {
-        name: phase for name in metric_names(metrics) if (phase := timer_phase(name)) is not None
-    }
+def timer_phases(names: Iterable[str]) -> dict[str, str]:
+    """The phase of each timer name among `names` (a table's metric names; `/min` names left
+    out)."""
+    return {name: phase for name in names if (phase := timer_phase(name)) is not None}
 
 
-def _timer_rows(frame: pl.LazyFrame, phase_of: dict[str, str]) -> pl.LazyFrame:
+@dataclass(frozen=True)
+class Timers:
+    """A run's timers as slow steps, causes and the waterfall all read them: the phase of
+    each timer name, and each phase's median over the run (`timer_medians`). Read once per
+    run (`read_timers`): the medians take several passes over the long table."""
+
+    phase_of: dict[str, str]
+    medians: pl.DataFrame
+
+
+def read_timers(metrics: Metrics, names: Iterable[str]) -> Timers:
+    """The timers of `metrics`, whose metric names are `names`."""
+    phase_of = timer_phases(names)
+    return Timers(phase_of, timer_medians(metrics, phase_of))
+
+
+def _timer_rows(frame: pl.LazyFrame, phase_of: Mapping[str, str]) -> pl.LazyFrame:
     """The timer rows of `frame` with an iteration: `iteration`, `phase` (an Enum of the
     phases, in name order: one byte a row, not the text), `value`.
 
@@ -112,7 +130,7 @@ def timer_values(metrics: Metrics) -> pl.DataFrame:
     of the long table at a time (a group-by over the whole holds several times its result
     while it runs); iterations whose timers fall in two slices (or were logged again after a
     restart) are aggregated once more."""
-    phase_of = _phases(metrics)
+    phase_of = timer_phases(metric_names(metrics))
     parts = [
         collect(
             _timer_rows(part, phase_of).group_by("iteration", "phase").agg(pl.col("value").max())
@@ -132,15 +150,15 @@ def timer_values(metrics: Metrics) -> pl.DataFrame:
     return pl.concat([values.filter(~again), merged], rechunk=False)
 
 
-def timer_medians(metrics: Metrics) -> pl.DataFrame:
+def timer_medians(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.DataFrame:
     """Each phase's median over the run of its per-iteration value (`timer_values`):
     columns `phase` (text, in name order) and `median`; no rows when no timers were logged.
+    `phase_of` is `timer_phases` of the table's metric names.
 
     Taken without holding the per-iteration values: an iteration logs each phase once,
     except where ranks' copies or a restart logged it again (found a slice at a time); only
     those iterations are aggregated in memory, and the medians are counted in passes over
     the rows (`grouped_median`)."""
-    phase_of = _phases(metrics)
     rows = _timer_rows(metrics.lazy(), phase_of)
     repeated = _repeated(metrics, phase_of)
     if not repeated.is_empty():
@@ -153,7 +171,7 @@ def timer_medians(metrics: Metrics) -> pl.DataFrame:
     return medians.sort("phase").select(pl.col("phase").cast(pl.String), median="value")
 
 
-def _repeated(metrics: Metrics, phase_of: dict[str, str]) -> pl.Series:
+def _repeated(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.Series:
     """Iterations with a phase logged more than once: twice within a slice, or in two slices."""
     within: list[pl.Series] = []
     seen: list[pl.Series] = []
@@ -169,9 +187,12 @@ def _repeated(metrics: Metrics, phase_of: dict[str, str]) -> pl.Series:
     return repeated.unique()
 
 
-def timer_values_at(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
-    """`timer_values` at `iterations` only (few: the slow ones), with `phase` as text."""
-    rows = _timer_rows(metrics.lazy(), _phases(metrics)).filter(
+def timer_values_at(
+    metrics: Metrics, iterations: pl.Series, phase_of: Mapping[str, str]
+) -> pl.DataFrame:
+    """`timer_values` at `iterations` only (few: the slow ones), with `phase` as text;
+    `phase_of` is `timer_phases` of the table's metric names."""
+    rows = _timer_rows(metrics.lazy(), phase_of).filter(
         pl.col("iteration").is_in(iterations.unique().implode())
     )
     return collect(rows.group_by("iteration", "phase").agg(pl.col("value").max())).with_columns(
@@ -191,11 +212,11 @@ def parent_of(phase: str, logged: set[str]) -> str | None:
     return None
 
 
-def phase_growth(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
+def phase_growth(metrics: Metrics, iterations: pl.Series, timers: Timers) -> pl.DataFrame:
     """For each of `iterations` with timers: the top-level `phase` that grew the most, its
     growth `phase_delta_ms`, and the child it is attributed to (`phase_detail`,
-    `detail_delta_ms`) where its children were logged."""
-    medians = timer_medians(metrics)
+    `detail_delta_ms`) where its children were logged. `timers` are the run's (`read_timers`)."""
+    medians = timers.medians
     if medians.is_empty():
         return pl.DataFrame(schema=SCHEMA)
     logged = set(medians["phase"].to_list())
@@ -203,7 +224,7 @@ def phase_growth(metrics: Metrics, iterations: pl.Series) -> pl.DataFrame:
     if logged - ROOTS:
         parents.update({root: "" for root in ROOTS & logged})  # roots never compete
     growth = (
-        timer_values_at(metrics, iterations)
+        timer_values_at(metrics, iterations, timers.phase_of)
         .join(medians, on="phase", how="left", maintain_order="left")
         .select(
             "iteration",

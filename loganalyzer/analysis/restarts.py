@@ -22,6 +22,8 @@ from loganalyzer.analysis._records import by_segment
 STALL_MIN_S = 10.0
 # ... and be at least as long as the work the record itself covers (twice the expected gap).
 STALL_RATIO = 1.0
+# Records judged for stalls at a time (see `find_stalls`).
+STALL_SLICE = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -93,14 +95,30 @@ def find_stalls(recs: pl.DataFrame) -> tuple[Stall, ...]:
     The time expected between two records is every iteration between them at the later
     record's pace: where the log lacks records (a cut or filtered log), the iterations it
     does not show are assumed to have run at that pace rather than reported as a stall.
+
+    Segments in log order are judged `STALL_SLICE` records at a time, each slice with the
+    record before it (whose own gap its slice judges): the window expressions hold several
+    columns as long as what they are given (+60 MB over 2 M records at once).
     """
+    if not recs["segment"].is_sorted():
+        parts = [_stall_rows(recs)]
+    else:
+        parts = [
+            _stall_rows(recs.slice(max(start - 1, 0), STALL_SLICE + min(start, 1)))
+            for start in range(0, recs.height, STALL_SLICE)
+        ]
+    return tuple(Stall(**row) for part in parts for row in part.iter_rows(named=True))
+
+
+def _stall_rows(recs: pl.DataFrame) -> pl.DataFrame:
+    """The stalls of `recs` (a segment's first record in it has none), as rows."""
     segment = by_segment(recs)
     iterations = pl.max_horizontal(
         pl.col("interval"), pl.col("iteration") - pl.col("iteration").shift(1).over(segment)
     )
     expected = pl.col("step") * iterations
     elapsed = _seconds(pl.col("timestamp") - pl.col("timestamp").shift(1)).over(segment)
-    rows = (
+    return (
         recs.with_columns(
             (elapsed - expected).alias("gap_s"),
             expected.alias("expected_s"),
@@ -109,4 +127,3 @@ def find_stalls(recs: pl.DataFrame) -> tuple[Stall, ...]:
         .filter(pl.col("gap_s") > pl.max_horizontal(STALL_MIN_S, STALL_RATIO * expected))
         .select("segment", "after_iteration", "iteration", "gap_s", "expected_s")
     )
-    return tuple(Stall(**row) for row in rows.iter_rows(named=True))

@@ -23,7 +23,7 @@ import polars as pl
 
 from loganalyzer.analysis.baseline import noise_floor, with_baseline
 from loganalyzer.analysis.periodic import find_periods
-from loganalyzer.analysis.phases import phase_growth
+from loganalyzer.analysis.phases import Timers, phase_growth
 from loganalyzer.model import Metrics
 
 SlowKind = Literal["spike", "stall", "periodic"]
@@ -96,10 +96,15 @@ class SlowSteps:
 
 
 def find_slow_steps(
-    recs: pl.DataFrame, metrics: Metrics, slow_factor: float, known_periods: Sequence[int] = ()
+    recs: pl.DataFrame,
+    metrics: Metrics,
+    timers: Timers,
+    slow_factor: float,
+    known_periods: Sequence[int] = (),
 ) -> tuple[SlowSteps, pl.DataFrame]:
     """The slow steps of `recs` (timed records, warm-up excluded), and `recs` labelled with
-    `level`, `event` (sustained event id or null) and `slow`."""
+    `level`, `event` (sustained event id or null) and `slow`; `metrics` is the long table,
+    `timers` the run's (`phases.read_timers`)."""
     if recs.is_empty():
         empty = SlowSteps(slow_factor, slow_factor, None, (), (), (), 0.0)
         return empty, recs.with_columns(
@@ -110,8 +115,8 @@ def find_slow_steps(
     noise = noise_floor(excess)
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
-    labelled = framed.with_columns(slow=(pl.col("step") / pl.col("level") - 1) > per_record)
-    rows = _steps(labelled.filter("slow"), metrics, known_periods)
+    labelled = framed.with_columns(slow=pl.lit(excess) > per_record)
+    rows = _steps(labelled.filter("slow"), metrics, timers, known_periods)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
     result = SlowSteps(
@@ -126,9 +131,11 @@ def find_slow_steps(
     return result, labelled
 
 
-def _steps(slow: pl.DataFrame, metrics: Metrics, known_periods: Sequence[int]) -> pl.DataFrame:
+def _steps(
+    slow: pl.DataFrame, metrics: Metrics, timers: Timers, known_periods: Sequence[int]
+) -> pl.DataFrame:
     slow = slow.with_columns(find_periods(slow, known_periods))
-    phases = phase_growth(metrics, slow["iteration"])
+    phases = phase_growth(metrics, slow["iteration"], timers)
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
         "iteration",
         pl.col("first").alias("first_iteration"),

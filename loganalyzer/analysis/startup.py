@@ -9,13 +9,14 @@ start-up, its checkpoint load and what remains (launch, queueing).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from loganalyzer.analysis.phases import timer_phase
 from loganalyzer.model import Metrics
-from loganalyzer.spill import collect, metric_names
+from loganalyzer.spill import collect
 
 SETUP_PHASES = ("model-and-optimizer-setup", "train/valid/test-data-iterators-setup")
 LOAD_PHASE = "load-checkpoint"
@@ -29,13 +30,14 @@ class StartUp:
     checkpoint_load_s: float
 
 
-def startup_by_segment(metrics: Metrics, table: pl.DataFrame) -> dict[int | None, StartUp]:
-    """Start-up per segment; `None` holds timers no later record of their file follows (a
+def startup_by_segment(
+    metrics: Metrics, table: pl.DataFrame, names: Sequence[str]
+) -> dict[int | None, StartUp]:
+    """Start-up per segment, from the long table whose metric names are `names`
+    (`spill.metric_names`); `None` holds timers no later record of their file follows (a
     launch that never logged an iteration)."""
     phase_of = {
-        name: phase
-        for name in metric_names(metrics)
-        if (phase := timer_phase(name)) in (*SETUP_PHASES, LOAD_PHASE)
+        name: phase for name in names if (phase := timer_phase(name)) in (*SETUP_PHASES, LOAD_PHASE)
     }
     # the few start-up rows first: `replace_strict` is not run a batch at a time
     timers = (

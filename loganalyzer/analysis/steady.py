@@ -48,6 +48,13 @@ class Warmup:
 
 def warmup_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
     """For each timed record, whether it belongs to its segment's warm-up."""
+    if warmup is None and recs["segment"].is_sorted():
+        return _detected_at_heads(recs)
+    return _window_flags(recs, warmup)
+
+
+def _window_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
+    """`warmup_flags` as window expressions over every record."""
     segment = by_segment(recs)
     if warmup is not None:
         segment_start = pl.col("first").first().over(segment)
@@ -64,6 +71,32 @@ def warmup_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
         cap = pl.max_horizontal(pl.lit(MIN_CAP), (count * MAX_WARMUP_SHARE).ceil())
         flag = leading & (pl.int_range(pl.len()).over(segment) < cap)
     return recs.select(flag.alias("warmup")).to_series()
+
+
+def _detected_at_heads(recs: pl.DataFrame) -> pl.Series:
+    """The detected warm-up of segments in log order, judged on each segment's first records
+    up to its cap only: the window expressions hold several columns as long as the table
+    (+90 MB over 2 M records), this the heads' few rows. A record's pace is its segment's
+    median, as the window expressions compute it (their fallback for a short segment is
+    evaluated inside the segment's window too)."""
+    n = pl.col("n")
+    start = n.cum_sum() - n
+    cap = pl.max_horizontal(pl.lit(MIN_CAP), (n * MAX_WARMUP_SHARE).ceil()).cast(pl.UInt32)
+    heads = (
+        recs.group_by(by_segment(recs), maintain_order=True)
+        .agg(n=pl.len(), pace=pl.col("step").median())
+        .select(
+            piece=pl.int_range(pl.len()),
+            pace="pace",
+            row=pl.int_ranges(start, start + pl.min_horizontal(n, cap)),
+        )
+        .explode("row")
+    )
+    heads = heads.with_columns(step=recs["step"].gather(heads["row"]))
+    above = (pl.col("step") > WARMUP_FACTOR * pl.col("pace")).cast(pl.Int8)
+    leading = heads.select(above.cum_min().over("piece") == 1).to_series()
+    flags = pl.repeat(False, recs.height, dtype=pl.Boolean, eager=True).alias("warmup")
+    return flags.scatter(heads["row"].filter(leading), True)
 
 
 def summarise_warmup(recs: pl.DataFrame, warmup: int | None, pace_s: float) -> tuple[Warmup, ...]:

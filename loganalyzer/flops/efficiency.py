@@ -303,13 +303,11 @@ def measure(
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
         overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
-    table = _with_total_flos(run, facts.num_gpus)
-    same_records = (
-        table
-        if steady is None
-        else table.join(steady, on=["segment", "iteration"], how="semi", maintain_order="left")
-    )
-    reported = _median(same_records["reported_tflops_per_gpu"])
+    printed = _reported_per_gpu(run, facts.num_gpus).lazy()
+    if steady is not None:
+        # a lazy query holds the one column it gives, not a copy of the table's rows
+        printed = printed.join(steady.lazy(), on=["segment", "iteration"], how="semi")
+    reported = _median(printed.select("reported_tflops_per_gpu").collect().to_series())
     shown = figures.tflops_per_gpu if figures else None
     ratio = shown / reported if shown is not None and reported else None
     explanation = expected = None
@@ -337,11 +335,13 @@ def measure(
     )
 
 
-def _with_total_flos(run: Run, num_gpus: int | None) -> pl.DataFrame:
-    """The table, with what a run that reports only its total FLOPs (HF Trainer's
-    `total_flos`) claims per GPU at each record's pace: total / steps / (step time x GPUs)."""
+def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.DataFrame:
+    """Per record (`segment`, `iteration`), the framework's printed TFLOPS/GPU; for a run that
+    reports only its total FLOPs (HF Trainer's `total_flos`), what that claims per GPU at
+    each record's pace: total / steps / (step time x GPUs). Only these columns are taken:
+    a join with the steady records would otherwise copy every column of the table."""
     total, steps = run.get("reported_total_flos"), run.get_int("global_step")
-    table = run.table
+    table = run.table.select("segment", "iteration", "reported_tflops_per_gpu", "step_time_s")
     if not isinstance(total, (int, float)) or not steps or not num_gpus:
         return table
     if table["reported_tflops_per_gpu"].drop_nulls().len():

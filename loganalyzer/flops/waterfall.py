@@ -30,8 +30,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis.causes import DATA_PHASES
-from loganalyzer.analysis.phases import parent_of, timer_medians
-from loganalyzer.model import Metrics
+from loganalyzer.analysis.phases import parent_of
 
 COMMUNICATION = re.compile(r"recv|send|all-?reduce|all-?gather|reduce-scatter|grads-sync|comm")
 
@@ -75,9 +74,9 @@ class Waterfall:
     notes: tuple[str, ...]
 
 
-def timer_shares(metrics: Metrics, step_ms: float | None) -> pl.DataFrame:
-    """Per logged leaf timer: its median (ms) and share of the median step."""
-    medians = timer_medians(metrics)
+def timer_shares(medians: pl.DataFrame, step_ms: float | None) -> pl.DataFrame:
+    """Per logged leaf timer: its median (ms) and share of the median step; `medians` are
+    the run's timer medians (`phases.Timers.medians`)."""
     if medians.is_empty() or not step_ms:
         return pl.DataFrame(
             schema={"phase": pl.String, "median_ms": pl.Float64, "share": pl.Float64}
