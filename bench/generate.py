@@ -101,14 +101,23 @@ def _current_chunk(i: pl.Series) -> pl.Series:
         _cycle(i, 90, lambda k: f"{130 + k * 17 % 90 / 10:.1f}"),
         " | learning rate: ",
         _cycle(i, 1000, lambda k: f"{3e-4 * (1 + k % 1000) / 1000:.6E}"),
-        " | global batch size:   128 | lm loss: ",
-        _cycle(i, 1000, lambda k: f"{2 + k * 13 % 1000 / 1000:.6E}"),
-        " | loss scale: 1.0 | grad norm: ",
-        _cycle(i, 100, lambda k: f"{0.5 + k * 7 % 100 / 100:.3f}"),
-        " | number of skipped iterations:   0 | number of nan iterations:   0 |\n",
+        " | global batch size:   128",
+        *_loss_fields(i, "1.0"),
         _every(i, 3, _current_memory),
         _every(i, 5, _current_timers),
         _cycle(i, 192, lambda k: f"{k % 64}: " + _NOISE[k % 3].format(i=k % 64) + "\n"),
+    )
+
+
+def _loss_fields(i: pl.Series, loss_scale: str) -> tuple[str | pl.Series, ...]:
+    """The end of an iteration line, the same in both formats: loss, loss scale, grad norm,
+    skipped and nan iterations."""
+    return (
+        " | lm loss: ",
+        _cycle(i, 1000, lambda k: f"{2 + k * 13 % 1000 / 1000:.6E}"),
+        f" | loss scale: {loss_scale} | grad norm: ",
+        _cycle(i, 100, lambda k: f"{0.5 + k * 7 % 100 / 100:.3f}"),
+        " | number of skipped iterations:   0 | number of nan iterations:   0 |\n",
     )
 
 
@@ -165,11 +174,8 @@ def _legacy_chunk(i: pl.Series) -> pl.Series:
         _cycle(i, 400, lambda k: f"{1600 + k * 31 % 400:.1f}"),
         " | learning rate: ",
         _cycle(i, 1000, lambda k: f"{1.5e-4 * (1 + k % 1000) / 1000:.3E}"),
-        " | global batch size:     4 | lm loss: ",
-        _cycle(i, 1000, lambda k: f"{2 + k * 13 % 1000 / 1000:.6E}"),
-        " | loss scale: 16384.0 | grad norm: ",
-        _cycle(i, 100, lambda k: f"{0.5 + k * 7 % 100 / 100:.3f}"),
-        " | number of skipped iterations:   0 | number of nan iterations:   0 |\n",
+        " | global batch size:     4",
+        *_loss_fields(i, "16384.0"),
         "time (ms) | forward-compute: ",
         _cycle(i, 50, lambda k: f"{265 + k:.2f}"),
         " | forward-recv: ",
