@@ -133,19 +133,22 @@ def split_glued(frame: pl.DataFrame, record_start: str) -> pl.DataFrame:
     return pl.concat([plain, split]).sort("line", "piece").drop("glued")
 
 
-def launcher_rank(text: pl.Expr) -> pl.Expr:
-    """The global rank a launcher label names (srun --label, torchrun [rankN]:), else null."""
+def launcher_label(text: pl.Expr) -> list[pl.Expr]:
+    """What the start of a line says, from one match: `rank`, the global rank a launcher label
+    names (srun --label, torchrun [rankN]:), and `kubelet`, the container runtime's
+    timestamp as text; each null where the line has none."""
     found = text.str.extract_groups(LAUNCHER_PREFIX)
-    return (
+    return [
         pl.coalesce(found.struct.field("srun"), found.struct.field("torchrun"))
         .cast(pl.Int32, strict=False)
-        .alias("rank")
-    )
+        .alias("rank"),
+        found.struct.field("kubelet").alias("kubelet"),
+    ]
 
 
-def kubelet_timestamp(text: pl.Expr) -> pl.Expr:
-    """The container runtime's timestamp at the start of a line, as text, else null."""
-    return text.str.extract(rf"^({KUBELET_STAMP})\s")
+def launcher_rank(text: pl.Expr) -> pl.Expr:
+    """The global rank a launcher label names (srun --label, torchrun [rankN]:), else null."""
+    return launcher_label(text)[0]
 
 
 def strip_launcher(text: pl.Expr) -> pl.Expr:

@@ -22,8 +22,7 @@ from loganalyzer.parsers.megatron.template import read_fields
 from loganalyzer.parsers.megatron.templated import take_reports
 from loganalyzer.textlog import (
     clean,
-    kubelet_timestamp,
-    launcher_rank,
+    launcher_label,
     line_frames,
     split_glued,
     strip_launcher,
@@ -90,10 +89,9 @@ def unlabelled(frame: pl.DataFrame) -> pl.DataFrame:
     """The lines without launcher labels and colour codes, with the rank and time stamp the
     labels gave."""
     text = pl.col("text")
+    rank, stamp = launcher_label(text)
     return frame.with_columns(
-        launcher_rank(text),
-        kubelet_timestamp(text).alias("line_stamp"),
-        clean(strip_launcher(text)).alias("text"),
+        rank, stamp.alias("line_stamp"), clean(strip_launcher(text)).alias("text")
     )
 
 

@@ -36,7 +36,7 @@ from loganalyzer.parsers.megatron.template import (
     plain_values,
     template_fields,
 )
-from loganalyzer.textlog import LAUNCHER_PREFIX, timestamps
+from loganalyzer.textlog import LAUNCHER_PREFIX, launcher_label, timestamps
 
 # The head of each kind of report line, whole (the text before its first `|`): the launcher
 # label, then an iteration line's `[stamp] iteration N/ M`, a memory report's `[Rank r]
@@ -84,7 +84,7 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     )
     records, extras, keys = _iteration_lines(
         split.filter(head.str.contains(ITERATION_HEAD)).with_columns(
-            _label(head),
+            launcher_label(head),
             # The head is known whole: simpler patterns than its own find the same text.
             number=head.str.split("iteration")
             .list.last()
@@ -106,7 +106,7 @@ def take_reports(frame: pl.DataFrame) -> Taken:
     memory = _memory_lines(plain.filter("is_memory"))
     timer = (
         plain.filter("is_timer")
-        .with_columns(_label(head))
+        .with_columns(launcher_label(head))
         .select("line", "launch", "rest", "rank", after=pl.lit(None, dtype=pl.Int64))
     )
     rows = pl.concat(
@@ -131,20 +131,9 @@ def _memory_lines(lines: pl.DataFrame) -> pl.DataFrame:
     )
     if found.get_column("rank").null_count():
         found = found.with_columns(
-            pl.coalesce("rank", _label(head)[0].alias("label_rank")).alias("rank")
+            pl.coalesce("rank", launcher_label(head)[0].alias("label_rank")).alias("rank")
         )
     return found.select("line", "launch", "rest", "rank", "after")
-
-
-def _label(head: pl.Expr) -> list[pl.Expr]:
-    """The launcher label's rank and the kubelet's time stamp, as `unlabelled` gives them."""
-    found = head.str.extract_groups(LAUNCHER_PREFIX)
-    return [
-        pl.coalesce(found.struct.field("srun"), found.struct.field("torchrun"))
-        .cast(pl.Int32, strict=False)
-        .alias("rank"),
-        found.struct.field("kubelet").alias("kubelet"),
-    ]
 
 
 def _iteration_lines(
