@@ -217,7 +217,7 @@ def phase_growth(metrics: Metrics, iterations: pl.Series, timers: Timers) -> pl.
     growth `phase_delta_ms`, and the child it is attributed to (`phase_detail`,
     `detail_delta_ms`) where its children were logged. `timers` are the run's (`read_timers`)."""
     medians = timers.medians
-    if medians.is_empty():
+    if medians.is_empty() or iterations.is_empty():  # no pass over the long table for none
         return pl.DataFrame(schema=SCHEMA)
     logged = set(medians["phase"].to_list())
     parents = {phase: parent_of(phase, logged) for phase in logged}

@@ -109,7 +109,7 @@ def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
     try:
-        rows = _sink(frame.lazy(), output, kind)  # a spilled long table: streamed, never held
+        rows = _sink(frame.lazy(), output, kind)  # streamed: a spilled table is never held
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
