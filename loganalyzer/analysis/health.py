@@ -112,13 +112,15 @@ def _first_highest(rows: pl.LazyFrame) -> pl.DataFrame:
     (nulls, then nan, then the largest value), found in two streaming passes instead of a
     sort that would hold every row: one row per rank and memory line adds up."""
     value = pl.col("value")
-    seen = collect(rows.select(nulls=value.is_null().any(), nans=value.is_nan().any()))
+    seen = collect(
+        rows.select(nulls=value.is_null().any(), nans=value.is_nan().any(), top=value.max())
+    )
     if seen["nulls"].item():
         first = value.is_null()
     elif seen["nans"].item():
         first = value.is_nan()
     else:
-        top = collect(rows.select(value.max())).item()
+        top = seen["top"].item()
         if top is None:  # no rows
             return collect(rows.head(0))
         first = value == top
