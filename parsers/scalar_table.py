@@ -23,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from loganalyzer.model import ITERATION_SCHEMA, conform_metrics, conform_table
+from loganalyzer.model import (
+    ITERATION_SCHEMA,
+    UTC_MICROS,
+    conform_metrics,
+    conform_table,
+    empty_metrics,
+)
 from loganalyzer.parsers.metric_names import (
     AXIS_COPY,
     COLUMNS,
@@ -252,9 +258,7 @@ class TableBuilder:
                 f" taken as {batch}"
             )
         table, step_time_source = self._table(batch, warnings)
-        metrics = (
-            pl.concat(self.metrics, rechunk=False) if self.metrics else conform_metrics(_EMPTY)
-        )
+        metrics = pl.concat(self.metrics, rechunk=False) if self.metrics else empty_metrics()
         self.metrics = []
         if table.height == 0:
             warnings.append(
@@ -316,11 +320,6 @@ class TableBuilder:
         return conform_table(table.select(keep)), step_time_source
 
 
-_EMPTY = pl.DataFrame(
-    schema={"iteration": pl.Int64, "name": pl.String, "value": pl.Float64, "line": pl.Int64}
-).with_columns(source=pl.lit(None, pl.String))
-
-
 def _joined(partials: list[pl.DataFrame], stamped: bool) -> pl.DataFrame:
     """The batches' rows as one table of one chunk per column (columns of unlike chunks
     would be copied whole, all at once, by the next operation). Joined a column at a time,
@@ -368,7 +367,7 @@ def _stamped(pieces: list[pl.Series]) -> pl.Series | None:
             return None
         stamps[at : at + len(seconds)] = np.rint(seconds * 1e6)
         at += len(seconds)
-    stamped: pl.Series = pl.Series("timestamp", stamps).cast(pl.Datetime("us", "UTC"))
+    stamped: pl.Series = pl.Series("timestamp", stamps).cast(UTC_MICROS)
     return stamped
 
 
@@ -529,14 +528,11 @@ def _timestamps(table: pl.DataFrame) -> pl.Series | pl.Expr:
     """The wall times (Unix seconds) as UTC datetimes to the microsecond (rounded half to
     even, as polars rounds), with numpy when every one is a finite number."""
     wall = table.get_column("wall_time")
-    if wall.null_count() or not wall.is_finite().all():
+    stamps = None if wall.null_count() else _stamped([wall])
+    if stamps is None:
         micros = (pl.col("wall_time") * 1e6).round().cast(pl.Int64)
         expression: pl.Expr = pl.from_epoch(micros, "us").dt.replace_time_zone("UTC")
         return expression
-    scaled: npt.NDArray[np.float64] = wall.to_numpy() * 1e6
-    np.rint(scaled, out=scaled)
-    stamps: pl.Series = pl.Series(scaled.astype(np.int64)).cast(pl.Datetime("us", "UTC"))
-    del scaled
     release_freed_memory()
     return stamps
 
