@@ -41,12 +41,15 @@ MAX_WIDTH = 512
 ROWS = 1 << 16
 
 
-def masked_crcs(data: U8Array, starts: I64Array, lengths: I64Array) -> U32Array:
-    """The masked CRC-32C of each record `data[starts[i]:starts[i] + lengths[i]]`."""
+def masked_crcs(
+    data: U8Array, starts: I64Array, lengths: I64Array, groups: Lengths | None = None
+) -> U32Array:
+    """The masked CRC-32C of each record `data[starts[i]:starts[i] + lengths[i]]`; `groups`:
+    `distinct_lengths(lengths)`, when the caller has it already."""
     result = np.zeros(len(starts), dtype=np.uint32)
     if len(starts) == 0:
         return result
-    distinct, inverse, counts = distinct_lengths(lengths)
+    distinct, inverse, counts = distinct_lengths(lengths) if groups is None else groups
     common = (counts >= COMMON_RECORDS) & (distinct > 0) & (distinct <= MAX_WIDTH)
     for index in np.flatnonzero(common).tolist():
         members = np.flatnonzero(inverse == index)
@@ -57,9 +60,10 @@ def masked_crcs(data: U8Array, starts: I64Array, lengths: I64Array) -> U32Array:
     return masked_crc32c(result)
 
 
-def masked_length_crcs(lengths: I64Array) -> U32Array:
-    """The masked CRC-32C of each length as TFRecord stores it (8 bytes, little-endian)."""
-    distinct, inverse, _ = distinct_lengths(lengths)
+def masked_length_crcs(lengths: I64Array, groups: Lengths | None = None) -> U32Array:
+    """The masked CRC-32C of each length as TFRecord stores it (8 bytes, little-endian);
+    `groups` as for `masked_crcs`."""
+    distinct, inverse, _ = distinct_lengths(lengths) if groups is None else groups
     packed = np.frombuffer(distinct.astype("<u8").tobytes(), dtype=np.uint8)
     at = np.arange(len(distinct), dtype=np.int64) * 8
     crcs = crc_many(packed, at, np.full(len(distinct), 8, dtype=np.int64), CRC32C_POLY)
@@ -67,7 +71,11 @@ def masked_length_crcs(lengths: I64Array) -> U32Array:
     return expected
 
 
-def distinct_lengths(lengths: I64Array) -> tuple[I64Array, I64Array, I64Array]:
+# The distinct lengths, each length's index among them, and how many of each.
+Lengths = tuple[I64Array, I64Array, I64Array]
+
+
+def distinct_lengths(lengths: I64Array) -> Lengths:
     """The distinct lengths, each length's index among them, and how many of each. Lengths
     below COUNTED_LENGTHS (every record of a scalar event file) are counted in an array,
     without the sort `np.unique` would do."""

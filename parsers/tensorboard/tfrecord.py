@@ -32,7 +32,11 @@ from loganalyzer.parsers.crc import (
     masked_crc32c,
 )
 from loganalyzer.parsers.framing import Damage
-from loganalyzer.parsers.tensorboard.checksum import masked_crcs, masked_length_crcs
+from loganalyzer.parsers.tensorboard.checksum import (
+    distinct_lengths,
+    masked_crcs,
+    masked_length_crcs,
+)
 from loganalyzer.parsers.tensorboard.numbers import numbers_at
 
 HEADER = 12  # u64 length + u32 length CRC
@@ -237,8 +241,9 @@ def _intact_prefix(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
 
 
 def _intact(data: U8Array, starts: I64Array, lengths: I64Array) -> int:
-    length_ok = _stored(data, starts - HEADER + 8) == masked_length_crcs(lengths)
-    data_ok = _stored(data, starts + lengths) == masked_crcs(data, starts, lengths)
+    groups = distinct_lengths(lengths)
+    length_ok = _stored(data, starts - HEADER + 8) == masked_length_crcs(lengths, groups)
+    data_ok = _stored(data, starts + lengths) == masked_crcs(data, starts, lengths, groups)
     bad = np.flatnonzero(~(length_ok & data_ok))
     return int(bad[0]) if len(bad) else len(starts)
 
