@@ -2,8 +2,8 @@
 
 Every attempt (segment) warms up again after a restart, so warm-up is found per segment.
 Automatic detection takes the leading records of a segment whose step time is more than
-`WARMUP_FACTOR` * the pace (the segment's median, or the run's for short segments), capped so
-that a segment that is slow throughout is left to slow-step detection instead.
+`WARMUP_FACTOR` * the pace (the segment's median, however short the segment), capped so that
+a segment that is slow throughout is left to slow-step detection instead.
 
 The `warmup` override (`--warmup N`) counts iterations from each segment's start: a record is
 warm-up when any iteration it covers is among the first N of its segment, because its average
@@ -24,8 +24,6 @@ from loganalyzer.render.numbers import plural, ratio
 # start-up into its interval: 1.15x in the bigscience 3D runs), and only leading records
 # are considered, so ordinary noise (a few %) does not reach it.
 WARMUP_FACTOR = 1.1
-# A segment needs this many records before its own median is trusted as its pace.
-MIN_RECORDS_FOR_OWN_PACE = 10
 # Warm-up is at most this share of a segment's records (but always allowed MIN_CAP records).
 MAX_WARMUP_SHARE = 0.05
 MIN_CAP = 5
@@ -61,12 +59,9 @@ def _window_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
         flag = pl.col("first") < segment_start + warmup
     else:
         count = pl.len().over(segment)
-        pace = (
-            pl.when(count >= MIN_RECORDS_FOR_OWN_PACE)
-            .then(pl.col("step").median().over(segment))
-            .otherwise(pl.col("step").median())
+        above = (pl.col("step") > WARMUP_FACTOR * pl.col("step").median().over(segment)).cast(
+            pl.Int8
         )
-        above = (pl.col("step") > WARMUP_FACTOR * pace).cast(pl.Int8)
         leading = above.cum_min().over(segment) == 1
         cap = pl.max_horizontal(pl.lit(MIN_CAP), (count * MAX_WARMUP_SHARE).ceil())
         flag = leading & (pl.int_range(pl.len()).over(segment) < cap)
@@ -77,8 +72,7 @@ def _detected_at_heads(recs: pl.DataFrame) -> pl.Series:
     """The detected warm-up of segments in log order, judged on each segment's first records
     up to its cap only: the window expressions hold several columns as long as the table
     (+90 MB over 2 M records), this the heads' few rows. A record's pace is its segment's
-    median, as the window expressions compute it (their fallback for a short segment is
-    evaluated inside the segment's window too)."""
+    median, as in the window expressions."""
     n = pl.col("n")
     start = n.cum_sum() - n
     cap = pl.max_horizontal(pl.lit(MIN_CAP), (n * MAX_WARMUP_SHARE).ceil()).cast(pl.UInt32)
