@@ -109,10 +109,15 @@ def run_stage(
     shared: dict[tuple[str, ...], list[RunResult]] = {}
     for case in stage_cases:
         say(f"{case.stage}: {case.what} ...")
-        measured = []
-        for command in (case.subject, *case.baselines):
-            measured.append(measure(command, runs, args.repeat_within, shared))
-            say(progress(measured[-1]))
+        commands = [case.subject, *case.baselines]
+        order = list(range(len(commands)))
+        if case.baselines_first:
+            order = [*order[1:], 0]
+        results = {}
+        for index in order:
+            results[index] = measure(commands[index], runs, args.repeat_within, shared)
+            say(progress(results[index]))
+        measured = [results[index] for index in range(len(commands))]
         spent.commands.extend(measured)
         found.extend(rows(case, measured[0], measured[1:]))
     say(f"{stage.NAME}: {spent.total:.1f} s")

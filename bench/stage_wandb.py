@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.harness import PYTHON, Case, Command, child_argv
 from bench.stage_stdout import summary_command
-from bench.wandb_inputs import REFERENCE, pull, write_offline_run
+from bench.wandb_inputs import REFERENCE, write_offline_run
 
 NAME = "wandb"
 FULL_ROWS = 50_000
@@ -23,8 +23,9 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
     rows = QUICK_ROWS if quick else FULL_ROWS
     log = write_offline_run(workdir / "offline", rows)
     megabytes = log.stat().st_size / 1e6
+    # The first pulls (timed, before the re-read: `baselines_first`) fill the cache the
+    # re-read reads.
     pulled = workdir / "pulled"
-    pull(pulled, rows, attempts=3)  # fills the cache the re-read uses
     reread = Command(
         "summary --json wandb:… (cached)",
         [
@@ -61,7 +62,15 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
                 ),
             ),
         ),
-        Case(NAME, f"run pulled by ID, {rows:,} rows", rows, "rows", reread, (first_pull,)),
+        Case(
+            NAME,
+            f"run pulled by ID, {rows:,} rows",
+            rows,
+            "rows",
+            reread,
+            (first_pull,),
+            baselines_first=True,
+        ),
     ]
 
 

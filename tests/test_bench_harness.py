@@ -3,7 +3,12 @@ that read different sections of one child's report, and the time breakdown it pr
 
 from __future__ import annotations
 
-from bench.harness import PYTHON, Command, RunResult, measure
+import argparse
+import types
+from pathlib import Path
+
+from bench.__main__ import run_stage
+from bench.harness import PYTHON, Case, Command, RunResult, _another_fits, measure
 from bench.timing import StageTime, breakdown
 
 REPORTS = Command(
@@ -16,6 +21,28 @@ def test_a_command_runs_again_only_while_its_runs_took_under_the_limit() -> None
     assert measure(REPORTS, runs=3, repeat_within=1000.0).runs == 3
     assert measure(REPORTS, runs=3, repeat_within=0.0).runs == 1
     assert measure(REPORTS, runs=2, repeat_within=1000.0).runs == 2
+
+
+def test_another_run_only_if_it_fits_at_the_mean_length_so_far() -> None:
+    assert _another_fits([(6.0, 0.0, 0.0, ""), (6.5, 0.0, 0.0, "")], 20.0)  # 18.75 s
+    assert not _another_fits([(6.5, 0.0, 0.0, ""), (7.0, 0.0, 0.0, "")], 20.0)  # 20.25 s
+    assert _another_fits([(10.0, 0.0, 0.0, "")], 20.0)
+    assert not _another_fits([(10.5, 0.0, 0.0, "")], 20.0)
+
+
+def test_baselines_run_first_when_they_prepare_the_subjects_input(tmp_path: Path) -> None:
+    """The subject reads the file its baseline writes: measured in the other order, it would
+    fail and stop the harness. The table keeps the subject first."""
+    made = tmp_path / "made"
+    subject = Command("reads", [PYTHON, "-c", f"open({str(made)!r}).read()"])
+    baseline = Command("writes", [PYTHON, "-c", f"open({str(made)!r}, 'w').write('x')"])
+    case = Case("stage", "input", 0, "", subject, (baseline,), baselines_first=True)
+    stage = types.SimpleNamespace(NAME="stage", cases=lambda folder, quick: [case])
+    spent = StageTime("stage")
+    options = argparse.Namespace(quick=True, repeat_within=0.0)
+    found = run_stage(stage, tmp_path, options, 1, spent)  # type: ignore[arg-type]
+    assert [row.command for row in found] == ["reads", "writes"]
+    assert [m.command.label for m in spent.commands] == ["reads", "writes"]
 
 
 def test_commands_with_the_same_argv_share_their_runs() -> None:
