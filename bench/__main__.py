@@ -88,8 +88,9 @@ def main() -> None:
     total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu + commands_cpu
     print(table(all_rows))
     print(
-        f"\nup to {runs} run(s) per command (one more only while its runs took under"
-        f" {args.repeat_within:.0f} s), median wall time, largest peak RSS.",
+        f"\nup to {runs} run(s) per command (one more only while it and the runs so far,"
+        f" at their mean length, fit in {args.repeat_within:.0f} s), median wall time,"
+        " largest peak RSS.",
     )
     print()
     print(breakdown(stage_times, total, total_cpu))
