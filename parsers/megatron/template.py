@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
 
@@ -54,27 +56,12 @@ class _Field:
 
 def read_fields(records: pl.DataFrame) -> Fields:
     """Every `key: value` field of the records' `rest` (the text after `iteration N/ M |`)."""
-    remaining = records.select("line", "piece", "rest").drop_nulls("rest")
-    wides: list[pl.DataFrame] = []
-    extras: list[pl.DataFrame] = []
-    keys: set[str] = set()
-    for _ in range(MAX_TEMPLATES):
-        if remaining.height == 0:
-            break
-        template = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
-        fields = template_fields(template)
-        separators = template.count("|")
-        parts = remaining.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest(
-            "part"
-        )
-        fits = parts.select(_fits(template, separators).fill_null(False)).to_series()
-        matched = parts.filter(fits)
-        remaining = remaining.filter(~fits)
-        keys.update(f.printed.lower() for f in fields)
-        wide, extra = read_template(matched, fields)
-        wides.append(wide)
-        if extra is not None:
-            extras.append(extra)
+    read, remaining = shape_by_shape(
+        records.select("line", "piece", "rest").drop_nulls("rest"), "rest", _read_shape
+    )
+    wides = [wide for wide, _, _ in read]
+    extras = [extra for _, extra, _ in read if extra is not None]
+    keys: set[str] = set().union(*(names for _, _, names in read))
     if remaining.height:
         general = iteration_fields(remaining)
         keys.update(general.get_column("key").unique().to_list())
@@ -108,6 +95,48 @@ def read_fields(records: pl.DataFrame) -> Fields:
         ),
         keys=frozenset(keys),
     )
+
+
+ShapeRead = TypeVar("ShapeRead")
+
+
+def shape_by_shape(
+    rows: pl.DataFrame,
+    column: str,
+    read: Callable[[pl.DataFrame, str], tuple[pl.Series, ShapeRead | None]],
+) -> tuple[list[ShapeRead], pl.DataFrame]:
+    """Rows read one learned shape at a time: the first row no shape was learned from gives
+    one (from its text in `column`), and `read` says which rows fit it (a Boolean Series over
+    `rows`, no nulls) and what it read of them (None: nothing). Up to MAX_TEMPLATES shapes;
+    what each read, and the rows none fit, in their order, for the general path. A row whose
+    own shape does not take it (a value a cast cannot read) is not learned from again."""
+    found: list[ShapeRead] = []
+    learned = pl.repeat(False, rows.height, eager=True)
+    for _ in range(MAX_TEMPLATES):
+        at = learned.arg_min()
+        if at is None or learned[at]:
+            break
+        fits, result = read(rows, rows.item(at, column))
+        if result is not None:
+            found.append(result)
+        learned = learned.scatter(at, True)
+        if fits.any():
+            rows, learned = rows.filter(~fits), learned.filter(~fits)
+    return found, rows
+
+
+def _read_shape(
+    rows: pl.DataFrame, rest: str
+) -> tuple[pl.Series, tuple[pl.DataFrame, pl.DataFrame | None, set[str]]]:
+    """`shape_by_shape`'s reader for `read_fields`: the wide columns, extra fields and field
+    names of the rows that fit the shape of `rest`."""
+    template = re.sub(r":[^|]*", ":", rest)
+    fields = template_fields(template)
+    separators = template.count("|")
+    parts = rows.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest("part")
+    fits = parts.select(_fits(template, separators).fill_null(False)).to_series()
+    wide, extra = read_template(parts.filter(fits), fields)
+    return fits, (wide, extra, {f.printed.lower() for f in fields})
 
 
 def counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
@@ -244,43 +273,13 @@ def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.Da
     '|'-separated text), in line and field order; `name` builds the metric's name from the
     key (`pl.col("key")`). The lines that fit a learned template are read by slices, the
     others field by field; both give the same rows."""
-    remaining = frame.select(
-        *_ROW_COLUMNS, fields=fields, order=pl.int_range(pl.len(), dtype=pl.Int64)
-    ).drop_nulls("fields")
-    found = []
-    for _ in range(MAX_TEMPLATES):
-        if remaining.height == 0:
-            break
-        template = remaining.item(0, "fields").split("|")
-        parts = remaining.with_columns(
-            part=pl.col("fields").str.split_exact("|", len(template) - 1)
-        ).unnest("part")
-        tests = [pl.col("fields").str.count_matches("|", literal=True) == len(template) - 1]
-        keys: dict[int, str] = {}
-        tokens = {}
-        for position, text in enumerate(template):
-            field = pl.col(f"field_{position}")
-            if not _KEY_VALUE.match(text):
-                tests.append(field == text)
-                continue
-            prefix = text[: text.index(":") + 1]
-            keys[position] = prefix[:-1].strip()
-            tests.append(field.str.starts_with(prefix))
-            tokens[f"token_{position}"] = field.str.slice(len(prefix)).str.strip_chars()
-        # A token a plain cast reads and that starts as a number does is one `\S+` token, and
-        # the general number reader gives it the same value; a line with any other token
-        # takes the general path.
-        values = parts.with_columns(**tokens).with_columns(
-            pl.col(f"token_{p}").cast(pl.Float64, strict=False).alias(f"value_{p}") for p in keys
-        )
-        tests.extend(_read_as_numbers(values, list(keys)))
-        fits = values.select(pl.all_horizontal(tests).fill_null(False)).to_series()
-        matched = values.filter(fits)
-        remaining = remaining.filter(~fits)
-        named = {p: pl.DataFrame({"key": [k]}).select(name).item() for p, k in keys.items()}
-        named = {p: metric for p, metric in named.items() if metric is not None}
-        if named and matched.height:
-            found.append(_interleaved(matched, named))
+    found, remaining = shape_by_shape(
+        frame.select(
+            *_ROW_COLUMNS, fields=fields, order=pl.int_range(pl.len(), dtype=pl.Int64)
+        ).drop_nulls("fields"),
+        "fields",
+        functools.partial(_key_value_shape, name=name),
+    )
     if remaining.height:
         found.append(_general_key_values(remaining, name))
     if not found:
@@ -292,6 +291,42 @@ def key_value_rows(frame: pl.DataFrame, fields: pl.Expr, name: pl.Expr) -> pl.Da
     # Each part is in line order and a line is in one part only: merging keeps the order.
     rows = functools.reduce(lambda a, b: a.merge_sorted(b, key="order"), found)
     return rows.select(*_ROW_COLUMNS, "name", "value")
+
+
+def _key_value_shape(
+    rows: pl.DataFrame, text: str, name: pl.Expr
+) -> tuple[pl.Series, pl.DataFrame | None]:
+    """`shape_by_shape`'s reader for `key_value_rows`: the rows (one per named field, in
+    line and field order) of the lines that fit the shape of `text`, every token a number."""
+    template = text.split("|")
+    parts = rows.with_columns(part=pl.col("fields").str.split_exact("|", len(template) - 1)).unnest(
+        "part"
+    )
+    tests = [pl.col("fields").str.count_matches("|", literal=True) == len(template) - 1]
+    keys: dict[int, str] = {}
+    tokens = {}
+    for position, field_text in enumerate(template):
+        field = pl.col(f"field_{position}")
+        if not _KEY_VALUE.match(field_text):
+            tests.append(field == field_text)
+            continue
+        prefix = field_text[: field_text.index(":") + 1]
+        keys[position] = prefix[:-1].strip()
+        tests.append(field.str.starts_with(prefix))
+        tokens[f"token_{position}"] = field.str.slice(len(prefix)).str.strip_chars()
+    # A token a plain cast reads and that starts as a number does is one `\S+` token, and the
+    # general number reader gives it the same value; a line with any other token takes the
+    # general path.
+    values = parts.with_columns(**tokens).with_columns(
+        pl.col(f"token_{p}").cast(pl.Float64, strict=False).alias(f"value_{p}") for p in keys
+    )
+    tests.extend(_read_as_numbers(values, list(keys)))
+    fits = values.select(pl.all_horizontal(tests).fill_null(False)).to_series()
+    named = {p: pl.DataFrame({"key": [k]}).select(name).item() for p, k in keys.items()}
+    named = {p: metric for p, metric in named.items() if metric is not None}
+    if not named or not fits.any():
+        return fits, None
+    return fits, _interleaved(values.filter(fits), named)
 
 
 def _read_as_numbers(values: pl.DataFrame, positions: list[int]) -> list[pl.Expr]:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from loganalyzer.parsers.megatron import template
 from loganalyzer.parsers.megatron.markers import OTHER_MARKS
 from loganalyzer.parsers.megatron.metrics import (
     MEMORY_AFTER,
@@ -34,6 +33,7 @@ from loganalyzer.parsers.megatron.template import (
     counts_as_integers,
     key_value_rows,
     plain_values,
+    shape_by_shape,
     template_fields,
 )
 from loganalyzer.textlog import LAUNCHER_PREFIX, launcher_label, timestamps
@@ -143,57 +143,58 @@ def _iteration_lines(
     every value a plain number: records (as `scan_chunk` gives them), their extra fields and
     their field names. A value of any other kind leaves its line to the general path, so
     nothing but a number (no colour code, no glued record) can be in a line taken here."""
-    remaining = lines.with_columns(fields=pl.col("rest").str.split("|")).with_columns(
-        count=pl.col("fields").list.len()
+    read, _ = shape_by_shape(
+        lines.with_columns(fields=pl.col("rest").str.split("|")).with_columns(
+            count=pl.col("fields").list.len()
+        ),
+        "rest",
+        _take_shape,
     )
-    records: list[pl.DataFrame] = []
-    extras: list[pl.DataFrame] = []
-    keys: set[str] = set()
-    for _ in range(template.MAX_TEMPLATES):
-        if remaining.height == 0:
-            break
-        shape = re.sub(r":[^|]*", ":", remaining.item(0, "rest"))
-        if re.search(NOT_PLAIN, shape):
-            remaining = remaining.slice(1)  # the line it was learned from: the general path's
-            continue
-        texts = shape.split("|")
-        fields = template_fields(shape)
-        parts = remaining.select(
-            pl.exclude("fields"),
-            *(
-                pl.col("fields").list.get(i, null_on_oob=True).alias(f"field_{i}")
-                for i in range(len(texts))
-            ),
-            piece=pl.lit(0, dtype=pl.Int32),
-        )
-        values = plain_values(parts, fields)
-        # A value read means its field starts with the key (see `plain_values`).
-        fits = pl.all_horizontal(
-            pl.col("count") == len(texts),
-            *(pl.col(f"field_{i}") == text for i, text in enumerate(texts) if ":" not in text),
-            *(values.get_column(str(i)).is_not_null() for i in range(len(fields))),
-        ).fill_null(False)
-        taken = parts.select(fits).to_series()
-        # The line the template was learned from leaves too, taken or not (a value that is no
-        # plain number leaves it to the general path): the next template is another line's.
-        remaining = remaining.filter((~taken).scatter(0, False))
-        if not taken.any():
-            continue
-        keys.update(f.printed.lower() for f in fields)
-        if not taken.all():
-            parts, values = parts.filter(taken), values.filter(taken)
-        wide, extra = arranged(values, fields)
-        records.append(_records(parts).hstack(counts_as_integers(wide).drop("line", "piece")))
-        if extra is not None:
-            extras.append(extra)
-    if not records:
+    if not read:
         return lines.clear().select("line"), pl.DataFrame(), frozenset()
-    found = pl.concat(records)
+    found = pl.concat([records for records, _, _ in read])
+    extras = [extra for _, extra, _ in read if extra is not None]
     return (
         found.with_columns(timestamps(found.get_column("timestamp"))),
         pl.concat(extras) if extras else pl.DataFrame(),
-        frozenset(keys),
+        frozenset().union(*(names for _, _, names in read)),
     )
+
+
+def _take_shape(
+    lines: pl.DataFrame, rest: str
+) -> tuple[pl.Series, tuple[pl.DataFrame, pl.DataFrame | None, set[str]] | None]:
+    """`shape_by_shape`'s reader for `_iteration_lines`: the records, extra fields and field
+    names of the lines that fit the shape of `rest`, every value a plain number. A shape
+    whose text holds a mark of another kind of line takes nothing."""
+    shape = re.sub(r":[^|]*", ":", rest)
+    if re.search(NOT_PLAIN, shape):
+        return pl.repeat(False, lines.height, eager=True), None
+    texts = shape.split("|")
+    fields = template_fields(shape)
+    parts = lines.select(
+        pl.exclude("fields"),
+        *(
+            pl.col("fields").list.get(i, null_on_oob=True).alias(f"field_{i}")
+            for i in range(len(texts))
+        ),
+        piece=pl.lit(0, dtype=pl.Int32),
+    )
+    values = plain_values(parts, fields)
+    # A value read means its field starts with the key (see `plain_values`).
+    fits = pl.all_horizontal(
+        pl.col("count") == len(texts),
+        *(pl.col(f"field_{i}") == text for i, text in enumerate(texts) if ":" not in text),
+        *(values.get_column(str(i)).is_not_null() for i in range(len(fields))),
+    ).fill_null(False)
+    taken = parts.select(fits).to_series()
+    if not taken.any():
+        return taken, None
+    if not taken.all():
+        parts, values = parts.filter(taken), values.filter(taken)
+    wide, extra = arranged(values, fields)
+    records = _records(parts).hstack(counts_as_integers(wide).drop("line", "piece"))
+    return taken, (records, extra, {f.printed.lower() for f in fields})
 
 
 def _records(matched: pl.DataFrame) -> pl.DataFrame:
