@@ -77,11 +77,11 @@ def child_argv(*args: str) -> list[str]:
 
 
 # A command is run again only while its runs so far and one more of their mean length fit in
-# this (wall seconds, the default of `--repeat-within`): under 6.7 s a command runs 3 times,
-# under 10 s twice, longer once (the 1 GB stdout commands, the 64 logs, EventAccumulator and
-# tbparse on 3,000,000 events), which keeps the whole harness within 10 minutes; the `runs`
-# column says how many each had.
-REPEAT_WITHIN_SECONDS = 20.0
+# this (wall seconds, the default of `--repeat-within`): under 5 s a command runs 3 times,
+# under 7.5 s twice, longer once (the 1 GB stdout commands, the 64 logs, EventAccumulator and
+# tbparse on 3,000,000 events, the W&B first pull, one-process index), which keeps the whole
+# harness within 10 minutes; the `runs` column says how many each had.
+REPEAT_WITHIN_SECONDS = 15.0
 
 # One run of a command: wall seconds, CPU seconds, peak RSS in MB, stdout.
 RunResult = tuple[float, float, float, str]
