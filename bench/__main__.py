@@ -19,9 +19,11 @@ from types import ModuleType
 
 from bench.harness import (
     REPEAT_WITHIN_SECONDS,
+    Measurement,
     Row,
     RunResult,
     measure,
+    measure_side_by_side,
     rows,
     start_spawner,
     table,
@@ -110,15 +112,19 @@ def run_stage(
     shared: dict[tuple[str, ...], list[RunResult]] = {}
     for case in stage_cases:
         say(f"{case.stage}: {case.what} ...")
-        commands = [case.subject, *case.baselines]
-        order = list(range(len(commands)))
-        if case.baselines_first:
-            order = [*order[1:], 0]
-        results = {}
-        for index in order:
-            results[index] = measure(commands[index], runs, args.repeat_within, shared)
-            say(progress(results[index]))
-        measured = [results[index] for index in range(len(commands))]
+        subject: list[Measurement] = []
+        baselines: list[Measurement] = []
+        steps = [(subject, [case.subject], False), (baselines, case.baselines, case.side_by_side)]
+        for into, commands, together in reversed(steps) if case.baselines_first else steps:
+            if together:
+                into.extend(measure_side_by_side(commands, runs, args.repeat_within))
+                for measurement in into:
+                    say(progress(measurement))
+                continue
+            for command in commands:
+                into.append(measure(command, runs, args.repeat_within, shared))
+                say(progress(into[-1]))
+        measured = [*subject, *baselines]
         spent.commands.extend(measured)
         found.extend(rows(case, measured[0], measured[1:]))
     say(f"{stage.NAME}: {spent.total:.1f} s")

@@ -17,7 +17,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,9 @@ class Case:
     # The baselines run before the subject: their runs prepare its input (a first pull
     # fills the cache a re-read reads).
     baselines_first: bool = False
+    # The baselines each keep one core busy (single-threaded readers) and run at the same
+    # time, one per core (`measure_side_by_side`); the subject always runs alone.
+    side_by_side: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class Measurement:
     spent: float  # wall seconds of all its runs, whole processes (what the harness waited)
     cpu_spent: float  # CPU seconds of all its runs, whole processes
     reused: bool = False  # its runs were another command's (same argv), counted there
+    alongside: bool = False  # ran side by side with the command before it, which counts the wait
 
 
 def child_argv(*args: str) -> list[str]:
@@ -99,16 +105,21 @@ def measure(
     where they ran)."""
     key = tuple(command.argv)
     done = shared.get(key) if shared is not None else None
-    if done is None:
-        done = []
-        while len(done) < runs and (not done or _another_fits(done, repeat_within)):
-            done.append(_run_once(command.argv))
-        if shared is not None:
-            shared[key] = done
-        spent, cpu_spent, reused = sum(r[0] for r in done), sum(r[1] for r in done), False
-    else:
-        spent = cpu_spent = 0.0
-        reused = True
+    if done is not None:
+        return _measurement(command, done, None)
+    done = []
+    while len(done) < runs and (not done or _another_fits(done, repeat_within)):
+        done.append(_run_once(command.argv))
+    if shared is not None:
+        shared[key] = done
+    return _measurement(command, done, sum(r[0] for r in done))
+
+
+def _measurement(
+    command: Command, done: Sequence[RunResult], waited: float | None, alongside: bool = False
+) -> Measurement:
+    """The medians and peak of `done`, checked; `waited`, the wall seconds the harness spent
+    on them (None: the runs are another command's, counted there)."""
     times: list[float] = []
     cpu: list[float] = []
     for seconds, cpu_seconds, _, output in done:
@@ -122,10 +133,49 @@ def measure(
         statistics.median(cpu),
         max(r[2] for r in done),
         len(done),
-        spent,
-        cpu_spent,
-        reused,
+        waited or 0.0,
+        0.0 if waited is None else sum(r[1] for r in done),
+        waited is None,
+        alongside,
     )
+
+
+# Commands run at the same time by `measure_side_by_side`, each started by a spawner of its
+# own: the cores of the machine the harness was written for.
+SIDE_BY_SIDE = 2
+
+
+def measure_side_by_side(
+    commands: Sequence[Command], runs: int, repeat_within: float = REPEAT_WITHIN_SECONDS
+) -> list[Measurement]:
+    """`measure` of commands that each keep one core busy, run at the same time, one per
+    core: a round runs each once, side by side, and rounds go on while every command's runs
+    and one more fit in `repeat_within` seconds. Each command keeps its own wall and CPU time
+    and peak RSS; the time the harness waited (`spent`) is the rounds', counted on the first.
+    More commands than SIDE_BY_SIDE, or fewer cores, and they run one after another."""
+    if not 1 < len(commands) <= min(SIDE_BY_SIDE, usable_cores()):
+        return [measure(command, runs, repeat_within) for command in commands]
+    done: list[list[RunResult]] = [[] for _ in commands]
+    waited = 0.0
+    with ThreadPoolExecutor(len(commands)) as pool:
+        while len(done[0]) < runs and (
+            not done[0] or all(_another_fits(d, repeat_within) for d in done)
+        ):
+            started = time.perf_counter()
+            ran = pool.map(_run_once, [c.argv for c in commands], range(len(commands)))
+            for runs_of, result in zip(done, ran, strict=True):
+                runs_of.append(result)
+            waited += time.perf_counter() - started
+    first, *others = zip(commands, done, strict=True)
+    return [
+        _measurement(*first, waited),
+        *(_measurement(command, runs_of, 0.0, alongside=True) for command, runs_of in others),
+    ]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _another_fits(done: Sequence[RunResult], repeat_within: float) -> bool:
@@ -135,13 +185,14 @@ def _another_fits(done: Sequence[RunResult], repeat_within: float) -> bool:
     return spent + spent / len(done) <= repeat_within
 
 
-def _run_once(argv: Sequence[str]) -> RunResult:
+def _run_once(argv: Sequence[str], slot: int = 0) -> RunResult:
     """Wall seconds, CPU seconds, peak RSS in MB and stdout of one run of `argv`, started by
-    the spawner (`bench/spawner.py`: so the peak RSS is the command's, not this process's)."""
+    spawner `slot` (`bench/spawner.py`: so the peak RSS is the command's, not this
+    process's)."""
     with tempfile.TemporaryDirectory(prefix="bench-run-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        ran = _spawner().run(list(argv), env, out, err)
+        ran = _spawner(slot).run(list(argv), env, out, err)
         output = out.read_bytes().decode(errors="replace")
         if ran["exit"] != 0:
             message = err.read_bytes().decode(errors="replace").strip().splitlines()[-3:]
@@ -184,13 +235,15 @@ class _Spawner:
 
 
 @functools.cache
-def _spawner() -> _Spawner:
+def _spawner(slot: int) -> _Spawner:
+    """The spawner of `slot`: one per command that may run at the same time."""
     return _Spawner()
 
 
 def start_spawner() -> None:
-    """Start the spawner now, before this process grows (call it first thing)."""
-    _spawner()
+    """Start the spawners now, before this process grows (call it first thing)."""
+    for slot in range(SIDE_BY_SIDE):
+        _spawner(slot)
 
 
 def _reported_seconds(output: str, measured: float, key: str = "seconds") -> float:

@@ -52,6 +52,8 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
                 command("EventAccumulator(scalars: 0)", "event-accumulator"),
                 command("tbparse SummaryReader", "tbparse"),
             ),
+            # Both read in pure Python on one thread (their CRC too): one per core.
+            side_by_side=True,
         )
     ]
 

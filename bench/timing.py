@@ -44,7 +44,12 @@ def cpu_seconds() -> float:
 def progress(measurement: Measurement) -> str:
     """The stderr line of one measured command: its runs and the wall time they took."""
     m = measurement
-    runs = "the runs above" if m.reused else f"{m.runs} run(s) in {m.spent:.1f} s"
+    if m.reused:
+        runs = "the runs above"
+    elif m.alongside:
+        runs = f"{m.runs} run(s) side by side with the command above"
+    else:
+        runs = f"{m.runs} run(s) in {m.spent:.1f} s"
     return f"  {m.command.label}: {runs} (median {m.seconds:.3f} s)"
 
 

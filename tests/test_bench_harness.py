@@ -8,7 +8,16 @@ import types
 from pathlib import Path
 
 from bench.__main__ import run_stage
-from bench.harness import PYTHON, Case, Command, RunResult, _another_fits, measure
+from bench.harness import (
+    PYTHON,
+    Case,
+    Command,
+    RunResult,
+    _another_fits,
+    measure,
+    measure_side_by_side,
+    usable_cores,
+)
 from bench.timing import StageTime, breakdown
 
 REPORTS = Command(
@@ -43,6 +52,17 @@ def test_baselines_run_first_when_they_prepare_the_subjects_input(tmp_path: Path
     found = run_stage(stage, tmp_path, options, 1, spent)  # type: ignore[arg-type]
     assert [row.command for row in found] == ["reads", "writes"]
     assert [m.command.label for m in spent.commands] == ["reads", "writes"]
+
+
+def test_side_by_side_commands_run_at_the_same_time_each_with_its_own_figures() -> None:
+    """Two commands that sleep 1.5 s: side by side the harness waits about 1.5 s, not 3,
+    counted once; each keeps its own wall time."""
+    sleeps = [Command(f"sleep {i}", [PYTHON, "-c", "import time; time.sleep(1.5)"]) for i in (1, 2)]
+    first, second = measure_side_by_side(sleeps, runs=1, repeat_within=0.0)
+    assert first.seconds >= 1.5 and second.seconds >= 1.5
+    if usable_cores() >= 2:
+        assert first.spent < 2.8 and second.spent == 0.0 and second.alongside
+    assert (first.runs, second.runs) == (1, 1)
 
 
 def test_commands_with_the_same_argv_share_their_runs() -> None:
