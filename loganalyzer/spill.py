@@ -52,6 +52,8 @@ MIN_SLICE_ROWS = 64
 ROW_GROUP_ROWS = 1 << 17
 # The folder spilled files go to, named by the process that removes it at exit.
 FOLDER_ENV = "LOGANALYZER_SPILL_DIR"
+# Its name in the temporary folder: the prefix, then that process's id.
+FOLDER_PREFIX = "loganalyzer-spill-"
 
 _files = itertools.count()
 
@@ -65,12 +67,45 @@ def budget_bytes() -> int:
 def share_with_workers() -> None:
     """Name this process's spill folder in the environment before starting worker processes:
     they inherit the name and write there, and this process removes the folder at exit (a
-    worker's own folder would go with the worker, before its runs are read)."""
+    worker's own folder would go with the worker, before its runs are read). The folders
+    of earlier commands that could not remove theirs (killed: out of memory, `kill -9`) go
+    now."""
     if os.environ.get(FOLDER_ENV) is None:
-        name = f"loganalyzer-spill-{os.getpid()}-{secrets.token_hex(6)}"
-        folder = Path(tempfile.gettempdir()) / name
+        temporary = Path(tempfile.gettempdir())
+        remove_orphaned_folders(temporary)
+        name = f"{FOLDER_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+        folder = temporary / name
         os.environ[FOLDER_ENV] = str(folder)
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+def remove_orphaned_folders(temporary: Path) -> None:
+    """Remove this user's spill folders in `temporary` whose process has ended (the process
+    id in the name no longer runs). A folder whose id a running process has (its own, or
+    the id reused) is left."""
+    try:
+        found = list(temporary.glob(f"{FOLDER_PREFIX}*"))
+    except OSError:
+        return
+    for folder in found:
+        owner = folder.name[len(FOLDER_PREFIX) :].split("-", 1)[0]
+        try:
+            mine = folder.is_dir() and folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process with this id runs (any user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _folder() -> Path:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -28,10 +29,12 @@ from loganalyzer.registry import load_registry
 from loganalyzer.spill import (
     BUDGET_ENV,
     FOLDER_ENV,
+    FOLDER_PREFIX,
     GROUP_BYTES,
     SpillingTable,
     collect,
     metric_names,
+    remove_orphaned_folders,
     slices,
 )
 from loganalyzer.summary import build_summary
@@ -173,6 +176,37 @@ def test_the_spill_folder_goes_when_the_command_ends(tmp_path: Path) -> None:
     assert folder.parent == tmp_path  # under TMPDIR, never beside the input
     assert not folder.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_commands_spill_folder_goes_with_the_next_command(tmp_path: Path) -> None:
+    """A command killed (out of memory, `kill -9`) cannot remove its folder: the next one
+    that spills removes it, and leaves a running process's folder and other files alone."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **_OUT)
+    orphan = tmp_path / f"{FOLDER_PREFIX}{ended.stdout.strip()}-0a1b2c"
+    running = tmp_path / f"{FOLDER_PREFIX}{os.getpid()}-3d4e5f"
+    unrelated = tmp_path / f"{FOLDER_PREFIX}notes"
+    for folder in (orphan, running, unrelated):
+        folder.mkdir()
+        (folder / "metrics-1-00000.parquet").write_bytes(b"x")
+    remove_orphaned_folders(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, unrelated.name])
+
+
+def test_a_command_that_spills_removes_orphaned_folders(tmp_path: Path) -> None:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **_OUT)
+    orphan = tmp_path / f"{FOLDER_PREFIX}{ended.stdout.strip()}-0a1b2c"
+    orphan.mkdir()
+    log = MEGATRON / "quirks" / "timers_minmax.log"
+    env = {k: v for k, v in os.environ.items() if k != FOLDER_ENV}
+    env |= {BUDGET_ENV: TINY, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "loganalyzer", "summary", "-q", str(log), "--json"], env=env, **_OUT
+    )
+    assert json.loads(done.stdout)["iterations"]["logged"] > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+_OUT: dict[str, Any] = {"capture_output": True, "text": True, "check": True}
 
 
 def _restarted_timers() -> pl.DataFrame:
