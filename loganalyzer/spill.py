@@ -27,12 +27,13 @@ environment, see `share_with_workers`), so the runs they send back still find th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -77,6 +78,23 @@ def share_with_workers() -> None:
         folder = temporary / name
         os.environ[FOLDER_ENV] = str(folder)
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scoped_folder() -> Iterator[None]:
+    """Spill into a folder of its own while the block runs, removed when it ends: for work
+    whose tables are no longer read afterwards (`index` writes each run's tables to its
+    dataset), so that a process reading many runs holds one run's spilled files at a time,
+    not every run's until it exits. Worker processes started inside share it."""
+    share_with_workers()
+    outer = os.environ[FOLDER_ENV]
+    folder = Path(outer) / f"scope-{secrets.token_hex(6)}"
+    os.environ[FOLDER_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ[FOLDER_ENV] = outer
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_orphaned_folders(temporary: Path) -> None:

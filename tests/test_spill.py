@@ -206,6 +206,29 @@ def test_a_command_that_spills_removes_orphaned_folders(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_index_removes_each_folders_spilled_tables_once_written(
+    tmp_path: Path, spill_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`index` reads run after run in one process: each folder's spilled long tables go once
+    its runs are written to the dataset, not when the process exits."""
+    monkeypatch.setenv(BUDGET_ENV, TINY)
+    fleet = tmp_path / "fleet"
+    for name in ("a", "b"):
+        (fleet / name).mkdir(parents=True)
+        (fleet / name / "train.log").write_bytes(
+            (MEGATRON / "quirks" / "timers_minmax.log").read_bytes()
+        )
+    dataset = tmp_path / "index"
+    result = CliRunner().invoke(
+        main, ["index", str(fleet), "--out", str(dataset), "--jobs", "1", "--json", "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["analysed"] == 2
+    assert list(spill_folder.rglob("*.parquet")) == []
+    written = pl.concat([pl.read_parquet(p) for p in sorted(dataset.rglob("metrics.parquet"))])
+    assert written.height > 0
+
+
 _OUT: dict[str, Any] = {"capture_output": True, "text": True, "check": True}
 
 

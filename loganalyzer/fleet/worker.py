@@ -38,7 +38,7 @@ from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
-from loganalyzer.spill import collect
+from loganalyzer.spill import collect, scoped_folder
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
 
@@ -82,7 +82,12 @@ def analyse_folder(task: Task) -> list[Outcome]:
     """Read a folder's files once, tell its runs apart by the run-identity rules (as
     `summary --split-runs` does), analyse each and write its folder of the dataset. A
     failure is recorded, not raised: the whole folder's when it cannot be read, else the
-    run's."""
+    run's. Long tables spilled on the way are removed once the folder's runs are written."""
+    with scoped_folder():
+        return _analysed(task)
+
+
+def _analysed(task: Task) -> list[Outcome]:
     began = time.perf_counter()
     spec = task.spec
     sources: list[dict[str, Any]] = [
