@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loganalyzer.readfiles import usable_cores
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
@@ -171,11 +173,6 @@ def measure_side_by_side(
         _measurement(*first, waited),
         *(_measurement(command, runs_of, 0.0, alongside=True) for command, runs_of in others),
     ]
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _another_fits(done: Sequence[RunResult], repeat_within: float) -> bool:

@@ -16,9 +16,9 @@ from bench.harness import (
     _another_fits,
     measure,
     measure_side_by_side,
-    usable_cores,
 )
 from bench.timing import StageTime, breakdown
+from loganalyzer.readfiles import usable_cores
 
 REPORTS = Command(
     "two sections",
