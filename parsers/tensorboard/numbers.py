@@ -8,6 +8,7 @@ gathered or copied.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -55,16 +56,13 @@ def field_at(
 
 
 def varying_bytes(data: U8Array, starts: I64Array, length: int, gap: int | None) -> BoolArray:
-    """Which byte positions of records of `length` bytes are not the same in all of them:
-    eight at a time, by the OR of each 8-byte word's XOR with the first record's (the last
-    word overlaps the one before when the length is not a multiple of 8). Records shorter
-    than a word count as varying everywhere."""
+    """Which byte positions of records of `length` bytes are not the same in all of them,
+    eight at a time (`_differences`). Records shorter than a word count as varying
+    everywhere."""
     varying = np.ones(length, dtype=bool)
     if length < WORD or len(starts) == 0:
         return varying
-    for offset in sorted({*range(0, length - WORD + 1, WORD), length - WORD}):
-        words = field_at(data, starts, offset, "<u8", gap)
-        differ = int(np.bitwise_or.reduce(words ^ words[0]))
+    for offset, differ in _differences(data, starts, 0, length, gap):
         varying[offset : offset + WORD] = [(differ >> 8 * k) & 0xFF != 0 for k in range(WORD)]
     return varying
 
@@ -72,10 +70,18 @@ def varying_bytes(data: U8Array, starts: I64Array, length: int, gap: int | None)
 def same_bytes(data: U8Array, starts: I64Array, first: int, stop: int, gap: int | None) -> bool:
     """Whether every record holds the first record's bytes `first` to `stop` - 1 (each
     record leaving room for a word from `first` when they are a word or more)."""
+    return all(differ == 0 for _, differ in _differences(data, starts, first, stop, gap))
+
+
+def _differences(
+    data: U8Array, starts: I64Array, first: int, stop: int, gap: int | None
+) -> Iterator[tuple[int, int]]:
+    """Bytes `first` to `stop` - 1 of the records a word at a time (a byte at a time when
+    they are shorter than a word; the last word overlaps the one before when the span is not
+    a multiple of its width): each word's offset and the OR of every record's word XOR the
+    first record's, nonzero where some record differs."""
     width = WORD if stop - first >= WORD else 1
     dtype = "<u8" if width == WORD else "u1"
     for offset in sorted({*range(first, stop - width + 1, width), stop - width}):
-        numbers = field_at(data, starts, offset, dtype, gap)
-        if (numbers != numbers[0]).any():
-            return False
-    return True
+        words = field_at(data, starts, offset, dtype, gap)
+        yield offset, int(np.bitwise_or.reduce(words ^ words[0]))
