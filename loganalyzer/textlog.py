@@ -60,10 +60,10 @@ def block_lines(block: bytes) -> pl.Series:
     """The lines of a block of bytes (see `sources.iter_line_blocks`), decoded leniently.
 
     polars' line reader splits a block of valid UTF-8 exactly as `sources.decode_lines` does
-    (a '\r' kept inside a line, dropped before '\n'; with a '\n' added after the block's
+    (a '\\r' kept inside a line, dropped before '\\n'; with a '\\n' added after the block's
     last line, that line too), several times faster than Python. It refuses invalid UTF-8:
     such a block is read by polars' CSV reader, which replaces the bytes it cannot decode,
-    when no byte could be read otherwise there (no '\r', no unit separator, its column
+    when no byte could be read otherwise there (no '\\r', no unit separator, its column
     separator here, no NUL) and the line count is right; else by Python.
     """
     if len(block) <= LINE_READER_MAX_BYTES:
