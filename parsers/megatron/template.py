@@ -130,13 +130,22 @@ def _read_shape(
 ) -> tuple[pl.Series, tuple[pl.DataFrame, pl.DataFrame | None, set[str]]]:
     """`shape_by_shape`'s reader for `read_fields`: the wide columns, extra fields and field
     names of the rows that fit the shape of `rest`."""
-    template = re.sub(r":[^|]*", ":", rest)
+    template = shape_of(rest)
     fields = template_fields(template)
     separators = template.count("|")
     parts = rows.with_columns(part=pl.col("rest").str.split_exact("|", separators)).unnest("part")
     fits = parts.select(_fits(template, separators).fill_null(False)).to_series()
     wide, extra = read_template(parts.filter(fits), fields)
     return fits, (wide, extra, {f.printed.lower() for f in fields})
+
+
+def shape_of(rest: str) -> str:
+    """An iteration line's shape (its template): the text after `iteration N/ M |` with each
+    field's value, from its first colon to the next `|`, removed."""
+    return _VALUE_TEXT.sub(":", rest)
+
+
+_VALUE_TEXT = re.compile(r":[^|]*")
 
 
 def counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:

@@ -34,6 +34,7 @@ from loganalyzer.parsers.megatron.template import (
     key_value_rows,
     plain_values,
     shape_by_shape,
+    shape_of,
     template_fields,
 )
 from loganalyzer.textlog import LAUNCHER_PREFIX, launcher_label, timestamps
@@ -167,7 +168,7 @@ def _take_shape(
     """`shape_by_shape`'s reader for `_iteration_lines`: the records, extra fields and field
     names of the lines that fit the shape of `rest`, every value a plain number. A shape
     whose text holds a mark of another kind of line takes nothing."""
-    shape = re.sub(r":[^|]*", ":", rest)
+    shape = shape_of(rest)
     if re.search(NOT_PLAIN, shape):
         return pl.repeat(False, lines.height, eager=True), None
     texts = shape.split("|")
