@@ -91,12 +91,8 @@ def _current_chunk(i: pl.Series) -> pl.Series:
         _padded(second % 60, 2, "0"),
         ".",
         _padded(i * 7919 % 1000000, 6, "0"),
-        "] iteration ",
-        _padded(i, 8),
-        "/ 5000000 | consumed samples: ",
-        _padded(i * 128, 12),
-        " | elapsed time per iteration (ms): ",
-        _cycle(i, 400, lambda k: f"{6000 + k * 31 % 400:.1f}"),
+        "] ",
+        *_progress_fields(i, 5000000, 128, 6000),
         " | throughput per GPU (TFLOP/s/GPU): ",
         _cycle(i, 90, lambda k: f"{130 + k * 17 % 90 / 10:.1f}"),
         " | learning rate: ",
@@ -106,6 +102,21 @@ def _current_chunk(i: pl.Series) -> pl.Series:
         _every(i, 3, _current_memory),
         _every(i, 5, _current_timers),
         _cycle(i, 192, lambda k: f"{k % 64}: " + _NOISE[k % 3].format(i=k % 64) + "\n"),
+    )
+
+
+def _progress_fields(
+    i: pl.Series, train_iters: int, batch: int, base_ms: int
+) -> tuple[str | pl.Series, ...]:
+    """The start of an iteration line, the same in both formats: `iteration N/ M`, the
+    consumed samples (`batch` per iteration) and the step time (from `base_ms`)."""
+    return (
+        "iteration ",
+        _padded(i, 8),
+        f"/{train_iters:8d} | consumed samples: ",
+        _padded(i * batch, 12),
+        " | elapsed time per iteration (ms): ",
+        _cycle(i, 400, lambda k: f"{base_ms + k * 31 % 400:.1f}"),
     )
 
 
@@ -166,12 +177,8 @@ def _legacy_chunk(i: pl.Series) -> pl.Series:
     every iteration line, the memory lines of all 32 ranks every 10 iterations, and some
     noise."""
     return _joined(
-        " iteration ",
-        _padded(i, 8),
-        "/  292968 | consumed samples: ",
-        _padded(i * 4, 12),
-        " | elapsed time per iteration (ms): ",
-        _cycle(i, 400, lambda k: f"{1600 + k * 31 % 400:.1f}"),
+        " ",
+        *_progress_fields(i, 292968, 4, 1600),
         " | learning rate: ",
         _cycle(i, 1000, lambda k: f"{1.5e-4 * (1 + k % 1000) / 1000:.3E}"),
         " | global batch size:     4",
