@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from loganalyzer import __version__
+from loganalyzer.allocator import return_freed_memory_promptly
 from loganalyzer.commands.analysed import load_sources, show_listing
 from loganalyzer.commands.compare import compare
 from loganalyzer.commands.export import export
@@ -89,6 +90,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     Exit codes: 0 success; 1 an input could not be read or held nothing usable;
     2 usage error; 3 no parser recognises a source (or two claim it); 4 a gate failed.
     """
+    return_freed_memory_promptly()  # before any command loads polars
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
 

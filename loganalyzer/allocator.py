@@ -1,0 +1,29 @@
+"""How soon polars' allocator gives freed memory back to the system, set before polars loads.
+
+polars allocates with jemalloc and sets it (`polars/__init__.py`) to keep freed pages for
+half a second, then to mark them lazily freeable for a second more: such pages still count
+as the process's resident memory until the kernel needs them. A log is read as a stream of
+chunks whose working memory is freed and taken again many times a second on several
+threads, so those kept pages made up 60-100 MB of the peak on a 1 GB log (`bench`). Given
+back after 100 ms, without the lazy stage, they cost no measurable time; at once, 27 % more.
+polars reads `_RJEM_MALLOC_CONF` when it is imported and adds it after its own defaults,
+which it overrides; a user's own setting is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
+# Freed pages given back after 100 ms, without the lazily-freed stage in between.
+RETURN_FREED_PROMPTLY = "dirty_decay_ms:100,muzzy_decay_ms:0"
+
+
+def return_freed_memory_promptly() -> bool:
+    """Set jemalloc's decay for this process and its children; whether it was set (not when
+    polars is already loaded or the user configured jemalloc)."""
+    if "polars" in sys.modules or ALLOCATOR_ENV in os.environ:
+        return False
+    os.environ[ALLOCATOR_ENV] = RETURN_FREED_PROMPTLY
+    return True
