@@ -144,7 +144,7 @@ def _inputs(
     goodput_mfu = None
     flops = efficiency.flops
     if flops is not None and facts.num_gpus and peak and goodput.wall_s > 0:
-        iterations = int(timed_records(run.table)["interval"].sum())
+        iterations = int(timed_records(run.table, ["interval"])["interval"].sum())
         unique = iterations - sum(r.lost_iterations for r in analysis.restarts)
         achieved = tflops_per_gpu(flops.per_iteration * unique, goodput.wall_s, facts.num_gpus)
         goodput_mfu = utilisation(achieved, peak)

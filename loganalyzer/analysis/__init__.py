@@ -89,8 +89,10 @@ def analyse(
     logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
     mean, p90, fastest, slowest = _spread(recs["step"])
     # then one contiguous copy of the few columns read: the windows and group-bys below
-    # would each copy a table of many chunks (a parser's) for themselves
-    recs = recs.rechunk()
+    # would each copy a table of many chunks (a parser's) for themselves. A column at a
+    # time, each one's pieces freed as it is copied: a copy of the whole would hold both.
+    for name in recs.columns:
+        recs = recs.with_columns(recs.get_column(name).rechunk())
     recs = recs.with_columns(warmup_flags(recs, warmup))
     slow, labelled = find_slow_steps(
         recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known

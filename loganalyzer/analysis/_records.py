@@ -14,20 +14,31 @@ column, and a total would move in its last bits.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 
-def timed_records(table: pl.DataFrame) -> pl.DataFrame:
-    """The table's timed records, in log order, with the columns the analysis reads."""
-    interval = pl.col("interval").fill_null(1)
-    return table.select(
-        pl.col("segment").fill_null(0),
-        "iteration",
-        interval.alias("interval"),
-        (pl.col("iteration") - interval + 1).alias("first"),
-        pl.col("step_time_s").alias("step"),
-        "timestamp",
-    ).filter(pl.col("step").is_finite() & (pl.col("step") > 0))
+def timed_records(table: pl.DataFrame, columns: Sequence[str] = ()) -> pl.DataFrame:
+    """The table's timed records, in log order, with the columns the analysis reads, or only
+    `columns` of them: a filter copies every column it is given (about 44 bytes a record for
+    all six)."""
+    wanted = {*columns, "step"}
+    chosen = [c for c in _TIMED_COLUMNS if not columns or c.meta.output_name() in wanted]
+    timed = table.select(chosen).filter(_TIMED)
+    return timed.select(columns) if columns else timed
+
+
+_INTERVAL = pl.col("interval").fill_null(1)
+_TIMED_COLUMNS = (
+    pl.col("segment").fill_null(0),
+    pl.col("iteration"),
+    _INTERVAL.alias("interval"),
+    (pl.col("iteration") - _INTERVAL + 1).alias("first"),
+    pl.col("step_time_s").alias("step"),
+    pl.col("timestamp"),
+)
+_TIMED = pl.col("step").is_finite() & (pl.col("step") > 0)
 
 
 def by_segment(frame: pl.DataFrame) -> pl.Expr:

@@ -293,7 +293,7 @@ def measure(
     if flops is not None:
         if not facts.num_gpus:
             warnings.append("number of GPUs unknown: pass --num-gpus")
-        if not steady_step_s and timed_records(run.table).height:
+        if not steady_step_s and timed_records(run.table, ["step"]).height:
             warnings.append(
                 "no steady-state record (warm-up or slow steps cover the run): steady TFLOPS"
                 " and MFU unknown; lower --warmup"
@@ -426,7 +426,7 @@ def _overall(
     peak: float | None,
 ) -> float | None:
     """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
-    timed = timed_records(table)
+    timed = timed_records(table, ["interval", "step"])
     iterations = int(timed["interval"].sum())
     seconds = float((timed["step"] * timed["interval"]).sum()) + stalls_s
     if not num_gpus or not seconds or not peak:
