@@ -52,7 +52,20 @@ def iteration_table(
         part = frame.select(columns).hstack(derived.slice(offset, frame.height))
         tables.append(conform_table(part.with_columns(source=pl.lit(source))))
         offset += frame.height
-    return pl.concat(tables, rechunk=False) if tables else conform_table(pl.DataFrame())
+    if not tables:
+        return conform_table(pl.DataFrame())
+    return _unprinted_as_literals(pl.concat(tables, rechunk=False))
+
+
+def _unprinted_as_literals(table: pl.DataFrame) -> pl.DataFrame:
+    """A field no iteration line printed as one null literal, as `conform_table` gives a
+    column the format lacks: the chunks' columns of nulls cost 8 bytes a record each."""
+    unprinted = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in table.schema.items()
+        if table.get_column(name).null_count() == table.height
+    ]
+    return table.with_columns(unprinted) if unprinted else table
 
 
 def long_part(frame: pl.DataFrame, previous_keys: pl.Series, source: str) -> pl.DataFrame:

@@ -116,6 +116,8 @@ def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
     first iteration line are left for `_continued`, in file order."""
     chunk = scan_chunk(frame)
     placed = anchored(chunk.metrics, _anchors(chunk.records))  # in line order
+    # the piece of a glued line is only needed within the chunk: not kept for the whole run
+    chunk = dataclasses.replace(chunk, records=chunk.records.drop("piece"))
     if chunk.extras.height == 0:
         return chunk, placed
     long = pl.concat([chunk.extras, placed], how="diagonal_relaxed").sort(
