@@ -41,7 +41,7 @@ import polars as pl
 from loganalyzer.model import Metrics
 
 # Bytes of long-table rows held in memory before they are written to disk (the budget).
-BUDGET_BYTES = 64 << 20
+BUDGET_BYTES = 16 << 20
 BUDGET_ENV = "LOGANALYZER_METRICS_BUDGET_BYTES"
 # Bytes polars' group-by holds per group while it runs (measured: 1.3 GB for 10 M groups of
 # an integer and a category key).
