@@ -61,3 +61,16 @@ def test_jemalloc_takes_the_setting() -> None:
     assert "opt.dirty_decay_ms: 100 " in done.stderr
     assert "opt.muzzy_decay_ms: 0 " in done.stderr
     assert "Invalid conf" not in done.stderr
+
+
+def test_polars_defaults_inherited_from_a_parent_are_replaced() -> None:
+    # a parent that imported polars (a script, `python -m bench`) passes polars' own setting on
+    parent = subprocess.run(
+        [sys.executable, "-c", f"import os, polars; print(os.environ[{ALLOCATOR_ENV!r}])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_environment_without_setting(),
+    ).stdout.strip()
+    setting = _setting_after_a_summary({**_environment_without_setting(), ALLOCATOR_ENV: parent})
+    assert setting.endswith("," + RETURN_FREED_PROMPTLY)
