@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loganalyzer.readfiles import usable_cores
+from loganalyzer.cores import usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable

@@ -12,7 +12,6 @@ inputs (the fixtures, a single log) keep the serial path.
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loganalyzer.cores import usable_cores
 from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.model import Run
 from loganalyzer.registry import Registry, choose, format_scores, scores
@@ -97,13 +97,6 @@ def worth_a_pool(paths: Sequence[Path]) -> bool:
         if size >= SIZEABLE_BYTES:
             sizes.append(size)
     return len(sizes) >= 2 and sum(sizes) >= POOL_BYTES
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the system has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> FileOutcome:

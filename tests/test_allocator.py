@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 
-from loganalyzer.allocator import ALLOCATOR_ENV, RETURN_FREED_PROMPTLY
+from loganalyzer.allocator import ALLOCATOR_ENV, prompt_return
+from loganalyzer.cores import usable_cores
 from tests.conftest import FIXTURES
 
 EXAMPLE = str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
@@ -35,21 +36,21 @@ def _environment_without_setting() -> dict[str, str]:
 def test_the_setting_is_in_place_before_polars_loads() -> None:
     setting = _setting_after_a_summary(_environment_without_setting())
     # polars puts its defaults in front of a setting it finds when it loads: ours was there
-    assert setting.endswith("," + RETURN_FREED_PROMPTLY)
+    assert setting.endswith("," + prompt_return())
 
 
 def test_a_users_own_setting_is_kept() -> None:
     environment = {**_environment_without_setting(), ALLOCATOR_ENV: "narenas:2"}
     setting = _setting_after_a_summary(environment)
     assert setting.endswith(",narenas:2")
-    assert RETURN_FREED_PROMPTLY not in setting
+    assert prompt_return() not in setting
 
 
 def test_jemalloc_takes_the_setting() -> None:
     # jemalloc prints its options at exit with stats_print; an invalid pair would be reported
     environment = {
         **_environment_without_setting(),
-        ALLOCATOR_ENV: RETURN_FREED_PROMPTLY + ",stats_print:true",
+        ALLOCATOR_ENV: prompt_return() + ",stats_print:true",
     }
     done = subprocess.run(
         [sys.executable, "-c", "import polars as pl; pl.DataFrame({'a': [1]})"],
@@ -60,6 +61,7 @@ def test_jemalloc_takes_the_setting() -> None:
     )
     assert "opt.dirty_decay_ms: 100 " in done.stderr
     assert "opt.muzzy_decay_ms: 0 " in done.stderr
+    assert f"opt.narenas: {usable_cores()}\n" in done.stderr
     assert "Invalid conf" not in done.stderr
 
 
@@ -73,4 +75,4 @@ def test_polars_defaults_inherited_from_a_parent_are_replaced() -> None:
         env=_environment_without_setting(),
     ).stdout.strip()
     setting = _setting_after_a_summary({**_environment_without_setting(), ALLOCATOR_ENV: parent})
-    assert setting.endswith("," + RETURN_FREED_PROMPTLY)
+    assert setting.endswith("," + prompt_return())

@@ -18,7 +18,7 @@ from bench.harness import (
     measure_side_by_side,
 )
 from bench.timing import StageTime, breakdown
-from loganalyzer.readfiles import usable_cores
+from loganalyzer.cores import usable_cores
 
 REPORTS = Command(
     "two sections",
