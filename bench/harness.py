@@ -91,7 +91,8 @@ def child_argv(*args: str) -> list[str]:
 # harness within 10 minutes; the `runs` column says how many each had.
 REPEAT_WITHIN_SECONDS = 15.0
 
-# One run of a command: wall seconds, CPU seconds, peak RSS in MB, stdout.
+# One run of a command: wall seconds, CPU seconds, peak RSS in MB (10^6 bytes, the unit of
+# the input sizes), stdout.
 RunResult = tuple[float, float, float, str]
 
 
@@ -194,8 +195,9 @@ def _run_once(argv: Sequence[str], slot: int = 0) -> RunResult:
         if ran["exit"] != 0:
             message = err.read_bytes().decode(errors="replace").strip().splitlines()[-3:]
             raise RuntimeError(f"{' '.join(argv)} exited {ran['exit']}: {message}")
-    # ru_maxrss: KiB on Linux
-    return ran["seconds"], ran["cpu_seconds"], ran["peak_kib"] / 1024, output
+    # ru_maxrss: KiB on Linux; shown in MB of 10^6 bytes, as the inputs' sizes are, so that
+    # a peak and a file size compare directly
+    return ran["seconds"], ran["cpu_seconds"], ran["peak_kib"] * 1024 / 1e6, output
 
 
 class _Spawner:

@@ -189,9 +189,9 @@ def concat(frames: Sequence[Metrics]) -> Metrics:
 
 def metric_names(metrics: Metrics) -> list[str]:
     """The distinct metric names of a long table, as text (matched once each by callers, not
-    row by row)."""
+    row by row), sorted: polars' `unique` gives them in an order that varies between runs."""
     found = collect(metrics.lazy().select(pl.col("name").unique().cast(pl.String)))
-    return [str(name) for name in found["name"]]
+    return sorted(str(name) for name in found["name"])
 
 
 def slices(metrics: Metrics) -> list[pl.LazyFrame]:

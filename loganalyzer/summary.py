@@ -63,7 +63,7 @@ def build_summary(
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
-    efficiency = measure(run, facts, median, analysis.time.stalls_s, analysis.steady)
+    efficiency = measure(run, facts, median, analysis.time.stalls_s, analysis.steady_rows)
     confidence = _confidence(analysis)
     warnings.extend(efficiency.warnings)
     tokens = (

@@ -42,9 +42,10 @@ class StepTimeStats:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything the analysis found in one run, verdicts aside. `steady` holds the
-    (segment, iteration) of the records the steady pace is the median of, so that a figure
-    taken beside it (the framework's own TFLOPS) is taken over the same records; `long` is
+    """Everything the analysis found in one run, verdicts aside. `steady_rows` holds
+    the rows of the per-iteration table the steady pace is the median of, so that a figure
+    taken beside it (the framework's own TFLOPS) is taken over the same records (by
+    position: a join on (segment, iteration) held about 90 MB over 2 M records); `long` is
     the run's long table with what was read from it, for the steps after the analysis
     (causes, budget, waterfall) to read it no second time."""
 
@@ -62,7 +63,7 @@ class Analysis:
     stalls: tuple[Stall, ...]
     stragglers: tuple[RankSpread, ...]
     time: TimeAccounting
-    steady: pl.DataFrame = field(compare=False)
+    steady_rows: pl.Series = field(compare=False)
     long: LongTable = field(compare=False, repr=False)
 
 
@@ -83,28 +84,27 @@ def analyse(
     stragglers = find_stragglers(metrics)
     timers = long.timers
     known = stated_periods(configured_periods, list(long.events.saves))
-    recs = timed_records(table)
-    # totals and the mean over the records as read: a float sum depends on how its column
-    # is cut into chunks
-    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
-    mean, p90, fastest, slowest = _spread(recs["step"])
-    # then one contiguous copy of the few columns read: the windows and group-bys below
-    # would each copy a table of many chunks (a parser's) for themselves. A column at a
-    # time, each one's pieces freed as it is copied: a copy of the whole would hold both.
+    recs = timed_records(table, positions=True)
+    # one contiguous copy of the few columns read: the windows and group-bys below would
+    # each copy a table of many chunks for themselves, and a float total's last digits
+    # depend on how its column is cut into chunks. A column at a time, each one's pieces
+    # freed as it is copied: a copy of the whole would hold both.
     for name in recs.columns:
         recs = recs.with_columns(recs.get_column(name).rechunk())
+    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
+    mean, p90, fastest, slowest = _spread(recs["step"])
     recs = recs.with_columns(warmup_flags(recs, warmup))
     slow, labelled = find_slow_steps(
         recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known
     )
     # only the columns read after: a filter copies every column it is given
-    steady = labelled.select("segment", "iteration", "first", "step").filter(
+    steady = labelled.select("row", "segment", "iteration", "first", "step").filter(
         ~labelled["slow"] & labelled["event"].is_null()
     )
     del labelled  # its baseline columns, before the steps below add their own
     median = _float(steady["step"].median())
     drift, steady_records = find_drift(steady), steady.height
-    steady = steady.select("segment", "iteration")  # what is kept of it
+    steady_rows = steady.get_column("row")  # what is kept of it
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
@@ -131,7 +131,7 @@ def analyse(
         stalls=stalls,
         stragglers=stragglers,
         time=account(logged_s, warm, slow, restarts, stalls),
-        steady=steady,
+        steady_rows=steady_rows,
         long=long,
     )
 

@@ -19,14 +19,19 @@ from collections.abc import Sequence
 import polars as pl
 
 
-def timed_records(table: pl.DataFrame, columns: Sequence[str] = ()) -> pl.DataFrame:
+def timed_records(
+    table: pl.DataFrame, columns: Sequence[str] = (), *, positions: bool = False
+) -> pl.DataFrame:
     """The table's timed records, in log order, with the columns the analysis reads, or only
     `columns` of them: a filter copies every column it is given (about 44 bytes a record for
-    all six)."""
+    all six). With `positions`, `row` too: each record's row in `table`, to take other
+    columns of the same records later by position rather than by a join on their keys."""
     wanted = {*columns, "step"}
     chosen = [c for c in _TIMED_COLUMNS if not columns or c.meta.output_name() in wanted]
+    if positions:
+        chosen.append(pl.int_range(pl.len(), dtype=pl.get_index_type()).alias("row"))
     timed = table.select(chosen).filter(_TIMED)
-    return timed.select(columns) if columns else timed
+    return timed.select(*columns, *(["row"] if positions else [])) if columns else timed
 
 
 _INTERVAL = pl.col("interval").fill_null(1)

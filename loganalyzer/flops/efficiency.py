@@ -270,12 +270,13 @@ def measure(
     facts: RunFacts,
     steady_step_s: float | None,
     stalls_s: float,
-    steady: pl.DataFrame | None = None,
+    steady_rows: pl.Series | None = None,
 ) -> Efficiency:
     """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time
     (`stalls_s`: wall-clock time inside segments that no step time accounts for). The
-    framework's own TFLOPS are the median over the `steady` records (segment, iteration),
-    the records the steady pace is taken over (all records when not given)."""
+    framework's own TFLOPS are the median over the records at `steady_rows` (rows of the
+    per-iteration table), the records the steady pace is taken over (all records when not
+    given)."""
     warnings: list[str] = []
     params = facts.shape.params if "params" in facts.origins else None
     counts = count_parameters(facts.shape)
@@ -303,11 +304,8 @@ def measure(
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
         overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
-    printed = _reported_per_gpu(run, facts.num_gpus).lazy()
-    if steady is not None:
-        # a lazy query holds the one column it gives, not a copy of the table's rows
-        printed = printed.join(steady.lazy(), on=["segment", "iteration"], how="semi")
-    reported = _median(printed.select("reported_tflops_per_gpu").collect().to_series())
+    printed = _reported_per_gpu(run, facts.num_gpus)
+    reported = _median(printed if steady_rows is None else printed.gather(steady_rows))
     shown = figures.tflops_per_gpu if figures else None
     ratio = shown / reported if shown is not None and reported else None
     explanation = expected = None
@@ -335,21 +333,20 @@ def measure(
     )
 
 
-def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.DataFrame:
-    """Per record (`segment`, `iteration`), the framework's printed TFLOPS/GPU; for a run that
-    reports only its total FLOPs (HF Trainer's `total_flos`), what that claims per GPU at
-    each record's pace: total / steps / (step time x GPUs). Only these columns are taken:
-    a join with the steady records would otherwise copy every column of the table."""
+def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.Series:
+    """Per record, the framework's printed TFLOPS/GPU; for a run that reports only its total
+    FLOPs (HF Trainer's `total_flos`), what that claims per GPU at each record's pace:
+    total / steps / (step time x GPUs)."""
     total, steps = run.get("reported_total_flos"), run.get_int("global_step")
-    table = run.table.select("segment", "iteration", "reported_tflops_per_gpu", "step_time_s")
+    printed = run.table.get_column("reported_tflops_per_gpu")
     if not isinstance(total, (int, float)) or not steps or not num_gpus:
-        return table
-    if table["reported_tflops_per_gpu"].drop_nulls().len():
-        return table
+        return printed
+    if printed.drop_nulls().len():
+        return printed
     per_step = float(total) / steps
-    return table.with_columns(
+    return run.table.select(
         reported_tflops_per_gpu=per_step / (pl.col("step_time_s") * num_gpus * 1e12)
-    )
+    ).to_series()
 
 
 def _flops(facts: RunFacts, recompute: str, warnings: list[str]) -> FlopsResult | None:
@@ -426,7 +423,8 @@ def _overall(
     peak: float | None,
 ) -> float | None:
     """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
-    timed = timed_records(table, ["interval", "step"])
+    # in one piece, as the analysis's totals are: a sum's last digits depend on the chunks
+    timed = timed_records(table, ["interval", "step"]).rechunk()
     iterations = int(timed["interval"].sum())
     seconds = float((timed["step"] * timed["interval"]).sum()) + stalls_s
     if not num_gpus or not seconds or not peak:
