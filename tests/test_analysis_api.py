@@ -52,3 +52,20 @@ def test_records_without_step_time_are_left_out() -> None:
     result = analyse(table, NO_METRICS)
     assert (result.records, result.timed_records) == (500, 0)
     assert result.slow.steps == () and result.restarts == () and result.warmup == ()
+
+
+def test_steady_rows_are_the_table_rows_of_the_steady_records() -> None:
+    """By position in the table as given, untimed rows included: the framework's own
+    figures are taken at these rows beside the steady pace."""
+    run = full_run()
+    untimed = pl.int_range(pl.len()) % 7 == 3
+    table = run.table.with_columns(
+        step_time_s=pl.when(untimed).then(None).otherwise(pl.col("step_time_s"))
+    )
+    result = analyse(table, NO_METRICS)
+    steady = table[result.steady_rows]
+    assert steady.height == result.step_time_s.steady_records
+    assert steady["step_time_s"].null_count() == 0
+    assert steady["step_time_s"].median() == result.step_time_s.median
+    slow = {s.iteration for s in result.slow.steps}
+    assert slow and not slow & set(steady["iteration"])
