@@ -198,8 +198,8 @@ def slices(metrics: Metrics, row_bytes: int = GROUP_BYTES) -> list[pl.LazyFrame]
     """The long table in slices of at most `slice_rows(row_bytes)` rows, in order: an
     aggregation with as many groups as rows (per iteration and metric) is run a slice at a
     time, its group-by table bounded by the budget rather than by the log. A query that
-    holds less a row than a group-by says so with `row_bytes`, and gets fewer, longer slices
-    (each slice is a query: about 5 ms over a spilled table)."""
+    holds fewer bytes a row than a group-by says so with `row_bytes`, and gets fewer, longer
+    slices (each slice is a query: 5 to 25 ms over a spilled table)."""
     rows = int(collect(metrics.lazy().select(pl.len())).item())
     step = slice_rows(row_bytes)
     return [metrics.lazy().slice(start, step) for start in range(0, rows, step)]
