@@ -226,3 +226,22 @@ def test_report_lines_read_whole_as_the_general_path_reads_them(
     path = tmp_path / "reports.log"
     path.write_text(log)
     _same_run(path, monkeypatch, templates=template.MAX_TEMPLATES)
+
+
+def test_a_chunks_counts_are_integers_whichever_path_read_it() -> None:
+    """A chunk whose iteration lines are all read whole leaves the general path nothing: its
+    empty columns must not turn the chunk's counts into floats (a copy of each count column
+    per chunk, and another back to integers when the table is built)."""
+    line = (
+        " iteration        1/     100 | consumed samples:            8 | elapsed time per"
+        " iteration (ms): 1000.0 | global batch size:     8 | lm loss: 2.0 |"
+        " number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+    frame = pl.DataFrame({"line": [1], "text": [line]}).with_columns(
+        launch=pl.lit(0, dtype=pl.Int32), in_args=pl.lit(False)
+    )
+    assert templated.take_reports(frame).records.height == 1  # read whole
+    records = scan.scan_chunk(frame).records
+    counts = ["global_batch_size", "skipped_iterations", "nan_iterations"]
+    assert {name: records.schema[name] for name in counts} == dict.fromkeys(counts, pl.Int64)
+    assert records.row(0, named=True)["global_batch_size"] == 8

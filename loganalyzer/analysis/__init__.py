@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from loganalyzer.analysis._records import timed_records
+from loganalyzer.analysis._records import first_iteration, timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
 from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
@@ -84,7 +84,9 @@ def analyse(
     stragglers = find_stragglers(metrics)
     timers = long.timers
     known = stated_periods(configured_periods, list(long.events.saves))
-    recs = timed_records(table, positions=True)
+    # `first` is computed where it is read (`first_iteration`), and the time stamps are taken
+    # once the slow steps' working columns are freed: neither is held at the peak.
+    recs = timed_records(table, ["segment", "iteration", "interval", "step"], positions=True)
     # one contiguous copy of the few columns read: the windows and group-bys below would
     # each copy a table of many chunks for themselves, and a float total's last digits
     # depend on how its column is cut into chunks. A column at a time, each one's pieces
@@ -98,10 +100,11 @@ def analyse(
         recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known
     )
     # only the columns read after: a filter copies every column it is given
-    steady = labelled.select("row", "segment", "iteration", "first", "step").filter(
+    steady = labelled.select("row", "segment", "iteration", first_iteration(), "step").filter(
         ~labelled["slow"] & labelled["event"].is_null()
     )
     del labelled  # its baseline columns, before the steps below add their own
+    recs = recs.with_columns(table.get_column("timestamp").gather(recs["row"]))
     median = _float(steady["step"].median())
     drift, steady_records = find_drift(steady), steady.height
     steady_rows = steady.get_column("row")  # what is kept of it

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from loganalyzer.analysis._records import by_segment
+from loganalyzer.analysis._records import by_segment, first_iteration
 
 # Timestamps are often printed to the second: a stall must exceed rounding and logging jitter.
 STALL_MIN_S = 10.0
@@ -58,13 +58,24 @@ def _seconds(delta: pl.Expr) -> pl.Expr:
 
 def find_restarts(recs: pl.DataFrame, pace_s: float | None) -> tuple[Restart, ...]:
     """One `Restart` per segment boundary; redone iterations cost `pace_s` each."""
-    bounds = recs.group_by(by_segment(recs), maintain_order=True).agg(
-        pl.col("iteration").last().alias("after_iteration"),
-        pl.col("timestamp").last().alias("left_at"),
-        pl.col("first").first().alias("resumed_at"),
-        pl.col("iteration").first().alias("first_iteration"),
-        pl.col("timestamp").first().alias("back_at"),
-        (pl.col("step") * pl.col("interval")).first().alias("first_work_s"),
+    # Each segment's first and last values, then what is computed from them: an expression
+    # under `first()` is computed for every record before one is taken.
+    bounds = (
+        recs.group_by(by_segment(recs), maintain_order=True)
+        .agg(
+            pl.col("iteration").last().alias("after_iteration"),
+            pl.col("timestamp").last().alias("left_at"),
+            pl.col("iteration", "interval", "step", "timestamp").first(),
+        )
+        .select(
+            "segment",
+            "after_iteration",
+            "left_at",
+            first_iteration().alias("resumed_at"),
+            pl.col("iteration").alias("first_iteration"),
+            pl.col("timestamp").alias("back_at"),
+            (pl.col("step") * pl.col("interval")).alias("first_work_s"),
+        )
     )
     gap = _seconds(pl.col("back_at") - pl.col("left_at").shift(1)) - pl.col("first_work_s")
     redone = (pl.col("after_iteration").shift(1) - pl.col("resumed_at") + 1).clip(lower_bound=0)

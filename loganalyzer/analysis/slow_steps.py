@@ -21,6 +21,7 @@ from typing import Literal
 
 import polars as pl
 
+from loganalyzer.analysis._records import first_iteration
 from loganalyzer.analysis.baseline import noise_floor, with_baseline
 from loganalyzer.analysis.periodic import find_periods
 from loganalyzer.analysis.phases import Timers, phase_growth
@@ -111,11 +112,12 @@ def find_slow_steps(
             level=pl.col("step"), event=pl.lit(None, pl.UInt32), slow=pl.lit(False)
         )
     framed, pace = with_baseline(recs, slow_factor)
-    excess = framed.select(pl.col("step") / pl.col("level") - 1).to_series()
-    noise = noise_floor(excess)
+    excess = pl.col("step") / pl.col("level") - 1
+    # computed again rather than kept beside `framed`'s columns (8 bytes a record)
+    noise = noise_floor(framed.select(excess).to_series())
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
-    labelled = framed.with_columns(slow=pl.lit(excess) > per_record)
+    labelled = framed.with_columns(slow=excess > per_record)
     rows = _steps(labelled.filter("slow"), metrics, timers, known_periods)
     sustained = _sustained(labelled, pace)
     lost = float(rows["lost_s"].sum()) + sum(event.lost_s for event in sustained)
@@ -138,7 +140,7 @@ def _steps(
     phases = phase_growth(metrics, slow["iteration"], timers)
     return slow.join(phases, on="iteration", how="left", maintain_order="left").select(
         "iteration",
-        pl.col("first").alias("first_iteration"),
+        first_iteration().alias("first_iteration"),
         pl.col("iteration").alias("last_iteration"),
         "segment",
         "interval",
@@ -165,7 +167,7 @@ def _sustained(labelled: pl.DataFrame, pace: float) -> tuple[Sustained, ...]:
         .group_by("event", maintain_order=True)
         .agg(
             pl.col("segment").first(),
-            pl.col("first").first().alias("start_iteration"),
+            first_iteration().first().alias("start_iteration"),
             pl.col("iteration").last().alias("end_iteration"),
             pl.col("iteration").first().alias("first_record"),
             pl.col("iteration").last().alias("last_record"),

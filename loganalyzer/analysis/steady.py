@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from loganalyzer.analysis._records import by_segment
+from loganalyzer.analysis._records import by_segment, first_iteration
 from loganalyzer.render.numbers import plural, ratio
 
 # Leading records above this multiple of the pace are warm-up. Lower than the slow-step
@@ -55,8 +55,8 @@ def _window_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
     """`warmup_flags` as window expressions over every record."""
     segment = by_segment(recs)
     if warmup is not None:
-        segment_start = pl.col("first").first().over(segment)
-        flag = pl.col("first") < segment_start + warmup
+        segment_start = first_iteration().first().over(segment)
+        flag = first_iteration() < segment_start + warmup
     else:
         count = pl.len().over(segment)
         above = (pl.col("step") > WARMUP_FACTOR * pl.col("step").median().over(segment)).cast(

@@ -53,6 +53,7 @@ class MegatronParser:
 
     def parse(self, path: Path) -> Run:
         chunks: list[Chunk] = []
+        records: list[pl.DataFrame] = []  # apart: released as soon as the table is built
         longs = SpillingTable()  # the long table outgrows memory on big logs: see spill.py
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
@@ -61,18 +62,21 @@ class MegatronParser:
             last = _last_anchor(chunk, last)
             longs.add(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
-            chunks.append(dataclasses.replace(chunk, extras=_NOTHING, metrics=_NOTHING))
+            records.append(chunk.records)
+            chunks.append(
+                dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
+            )
         facts = pl.concat([c.facts for c in chunks]).unique(
             ["key", "value"], keep="first", maintain_order=True
         )
-        if not any(c.records.height for c in chunks) and facts.height == 0:
+        if not any(r.height for r in records) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
-        table = iteration_table([c.records for c in chunks], config, str(path))
+        table = iteration_table(records, config, str(path))
+        del chunks, records  # what of them the table does not hold: keys, launches
         later_launches = segment_config(facts, config, table, str(path))
         metrics = longs.finish(conform_metrics(pl.DataFrame()))
-        del chunks
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
         return Run(

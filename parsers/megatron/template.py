@@ -155,7 +155,14 @@ def counts_as_integers(wide: pl.DataFrame) -> pl.DataFrame:
 
 
 def _wide_schema() -> dict[str, pl.DataType]:
-    return {"line": pl.Int64(), "piece": pl.Int32(), **{c: pl.Float64() for c in COLUMNS}}
+    """The columns of `Fields.wide` with no line read: counts as integers, as
+    `counts_as_integers` gives them, so that joining a chunk's records does not make every
+    count a float again (a copy of each, and another back at the end)."""
+    return {
+        "line": pl.Int64(),
+        "piece": pl.Int32(),
+        **{c: pl.Int64() if ITERATION_SCHEMA[c] == pl.Int64 else pl.Float64() for c in COLUMNS},
+    }
 
 
 def template_fields(template: str) -> list[_Field]:
