@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from loganalyzer import sources, textlog
 from loganalyzer.load import load_run
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.registry import load_registry
@@ -125,3 +127,34 @@ def test_a_file_with_neither_iterations_nor_arguments_is_an_input_error(tmp_path
     path.write_text("using nothing\n")
     with pytest.raises(InputError, match=r"x\.log: no Megatron iteration lines"):
         MegatronParser().parse(path)
+
+
+def test_fields_and_labels_only_some_chunks_print_keep_their_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk's records drop the columns none of its lines filled; the table gets them back
+    as nulls, beside the values of the chunks that printed them, whichever chunk came first."""
+    plain = (
+        " iteration {i:8d}/     100 | consumed samples: {s:12d} | elapsed time per iteration"
+        " (ms): 1000.{i} | global batch size:     8 | lm loss: 2.0 |\n"
+    )
+    rich = (
+        "3: [2025-01-02 03:00:{i:02d}] iteration {i:8d}/     100 | consumed samples: {s:12d} |"
+        " elapsed time per iteration (ms): 1000.{i} | throughput per GPU (TFLOP/s/GPU): 1{i}.5 |"
+        " global batch size:     8 | lm loss: 2.0 |\n"
+    )
+    log = tmp_path / "mixed.log"
+    log.write_text(
+        "".join((plain if i <= 3 or i > 6 else rich).format(i=i, s=8 * i) for i in range(1, 10))
+    )
+    small = functools.partial(sources.iter_line_blocks, chunk_bytes=400)
+    monkeypatch.setattr(textlog, "iter_line_blocks", small)
+    assert len(list(textlog.line_frames(log))) > 3  # each chunk a line or two
+    table = MegatronParser().parse(log).table
+    assert table["iteration"].to_list() == list(range(1, 10))
+    before, after = [None] * 3, [None] * 3  # the chunks that do not print them
+    assert table["reported_tflops_per_gpu"].to_list() == [*before, 14.5, 15.5, 16.5, *after]
+    assert table["rank"].to_list() == [*before, 3, 3, 3, *after]
+    assert table["timestamp"].dt.second().to_list() == [*before, 4, 5, 6, *after]
+    assert table["samples_per_s"].null_count() == table.height  # no line prints it
+    assert table["step_time_s"].to_list() == pytest.approx([1.0001 + i / 10000 for i in range(9)])
