@@ -132,8 +132,9 @@ def test_a_file_with_neither_iterations_nor_arguments_is_an_input_error(tmp_path
 def test_fields_and_labels_only_some_chunks_print_keep_their_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A chunk's records drop the columns none of its lines filled; the table gets them back
-    as nulls, beside the values of the chunks that printed them, whichever chunk came first."""
+    """Read a line or two at a time: a field, a label and a time stamp that only some chunks
+    print keep their values, beside nulls; a column with one value or none throughout is
+    one literal, and the others stay in the chunks' pieces (not copied into one)."""
     plain = (
         " iteration {i:8d}/     100 | consumed samples: {s:12d} | elapsed time per iteration"
         " (ms): 1000.{i} | global batch size:     8 | lm loss: 2.0 |\n"
@@ -144,8 +145,12 @@ def test_fields_and_labels_only_some_chunks_print_keep_their_values(
         " global batch size:     8 | lm loss: 2.0 |\n"
     )
     log = tmp_path / "mixed.log"
+    between = "a line of something else, long enough to fill a chunk of its own" * 8 + "\n"
     log.write_text(
-        "".join((plain if i <= 3 or i > 6 else rich).format(i=i, s=8 * i) for i in range(1, 10))
+        "".join(
+            (plain if i <= 3 or i > 6 else rich).format(i=i, s=8 * i) + between * (i == 5)
+            for i in range(1, 10)
+        )
     )
     small = functools.partial(sources.iter_line_blocks, chunk_bytes=400)
     monkeypatch.setattr(textlog, "iter_line_blocks", small)
@@ -157,4 +162,7 @@ def test_fields_and_labels_only_some_chunks_print_keep_their_values(
     assert table["rank"].to_list() == [*before, 3, 3, 3, *after]
     assert table["timestamp"].dt.second().to_list() == [*before, 4, 5, 6, *after]
     assert table["samples_per_s"].null_count() == table.height  # no line prints it
+    assert table["global_batch_size"].to_list() == [8] * 9
+    assert table["interval"].to_list() == [1] * 9
+    assert table["step_time_s"].n_chunks() > 3
     assert table["step_time_s"].to_list() == pytest.approx([1.0001 + i / 10000 for i in range(9)])

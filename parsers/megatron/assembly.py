@@ -54,18 +54,43 @@ def iteration_table(
         offset += frame.height
     if not tables:
         return conform_table(pl.DataFrame())
-    return _unprinted_as_literals(pl.concat(tables, rechunk=False))
+    return _single_values_as_literals(pl.concat(tables, rechunk=False))
 
 
-def _unprinted_as_literals(table: pl.DataFrame) -> pl.DataFrame:
+# Integer columns that often hold one value throughout a run: its interval, the batch size
+# without ramp-up, the skipped and nan counts, the launcher's rank label. Not the segment:
+# a group-by on a literal sums its one group as a whole column rather than row by row in
+# log order, and totals would move in their last digits.
+_OFTEN_CONSTANT = (
+    "interval",
+    "global_batch_size",
+    "skipped_iterations",
+    "nan_iterations",
+    "rank",
+)
+
+
+def _single_values_as_literals(table: pl.DataFrame) -> pl.DataFrame:
     """A field no iteration line printed as one null literal, as `conform_table` gives a
-    column the format lacks: the chunks' columns of nulls cost 8 bytes a record each."""
+    column the format lacks, and an integer column with one value throughout as that value:
+    polars keeps a literal once, where the chunks' columns cost 4 or 8 bytes a record each.
+
+    Only whole columns are replaced, on the table whose pieces all have the same rows: a
+    literal in some chunks and not in others would leave the columns cut differently, and
+    polars then copies the whole table to line them up at the next `with_columns`."""
     unprinted = [
         pl.lit(None, dtype=dtype).alias(name)
         for name, dtype in table.schema.items()
         if table.get_column(name).null_count() == table.height
     ]
-    return table.with_columns(unprinted) if unprinted else table
+    single = [
+        pl.lit(column[0], dtype=column.dtype).alias(name)
+        for name in _OFTEN_CONSTANT
+        if table.height
+        and not (column := table.get_column(name)).null_count()
+        and column.n_unique() == 1
+    ]
+    return table.with_columns(*unprinted, *single) if unprinted or single else table
 
 
 def long_part(frame: pl.DataFrame, previous_keys: pl.Series, source: str) -> pl.DataFrame:

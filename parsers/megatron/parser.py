@@ -121,21 +121,13 @@ def _placed(frame: pl.DataFrame) -> tuple[Chunk, pl.DataFrame]:
     chunk = scan_chunk(frame)
     placed = anchored(chunk.metrics, _anchors(chunk.records))  # in line order
     # the piece of a glued line is only needed within the chunk: not kept for the whole run
-    chunk = dataclasses.replace(chunk, records=_filled_columns(chunk.records.drop("piece")))
+    chunk = dataclasses.replace(chunk, records=chunk.records.drop("piece"))
     if chunk.extras.height == 0:
         return chunk, placed
     long = pl.concat([chunk.extras, placed], how="diagonal_relaxed").sort(
         "line", maintain_order=True
     )
     return chunk, long
-
-
-def _filled_columns(records: pl.DataFrame) -> pl.DataFrame:
-    """The records without the columns none of them filled (a field the format does not
-    print, a launcher label or time stamp the lines lack): held until the whole file is
-    read, each would cost 8 bytes a record; the table's assembly gives them back as nulls."""
-    empty = [c for c in records.columns if records.get_column(c).null_count() == records.height]
-    return records.drop(empty) if records.height and empty else records
 
 
 def _continued(long: pl.DataFrame, last_anchor: pl.DataFrame) -> pl.DataFrame:
