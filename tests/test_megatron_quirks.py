@@ -132,23 +132,25 @@ def test_a_file_with_neither_iterations_nor_arguments_is_an_input_error(tmp_path
 def test_fields_and_labels_only_some_chunks_print_keep_their_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Read a line or two at a time: a field, a label and a time stamp that only some chunks
-    print keep their values, beside nulls; a column with one value or none throughout is
-    one literal, and the others stay in the chunks' pieces (not copied into one)."""
+    """Read a line or two at a time, each chunk's records held without the columns of one
+    value or none: a field, a label and a time stamp that only some chunks print keep their
+    values beside nulls, a batch size that ramps up between chunks each chunk's value; the
+    table's other columns stay in the chunks' pieces (not copied into one)."""
     plain = (
         " iteration {i:8d}/     100 | consumed samples: {s:12d} | elapsed time per iteration"
-        " (ms): 1000.{i} | global batch size:     8 | lm loss: 2.0 |\n"
+        " (ms): 1000.{i} | global batch size: {b:5d} | lm loss: 2.0 |\n"
     )
     rich = (
         "3: [2025-01-02 03:00:{i:02d}] iteration {i:8d}/     100 | consumed samples: {s:12d} |"
         " elapsed time per iteration (ms): 1000.{i} | throughput per GPU (TFLOP/s/GPU): 1{i}.5 |"
-        " global batch size:     8 | lm loss: 2.0 |\n"
+        " global batch size: {b:5d} | lm loss: 2.0 |\n"
     )
     log = tmp_path / "mixed.log"
     between = "a line of something else, long enough to fill a chunk of its own" * 8 + "\n"
     log.write_text(
         "".join(
-            (plain if i <= 3 or i > 6 else rich).format(i=i, s=8 * i) + between * (i == 5)
+            (plain if i <= 3 or i > 6 else rich).format(i=i, s=8 * i, b=8 if i < 8 else 16)
+            + between * (i == 5)
             for i in range(1, 10)
         )
     )
@@ -162,7 +164,8 @@ def test_fields_and_labels_only_some_chunks_print_keep_their_values(
     assert table["rank"].to_list() == [*before, 3, 3, 3, *after]
     assert table["timestamp"].dt.second().to_list() == [*before, 4, 5, 6, *after]
     assert table["samples_per_s"].null_count() == table.height  # no line prints it
-    assert table["global_batch_size"].to_list() == [8] * 9
+    assert table["global_batch_size"].to_list() == [8] * 7 + [16] * 2  # ramped up
+    assert table["skipped_iterations"].to_list() == [None] * 9
     assert table["interval"].to_list() == [1] * 9
     assert table["step_time_s"].n_chunks() > 3
     assert table["step_time_s"].to_list() == pytest.approx([1.0001 + i / 10000 for i in range(9)])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import polars as pl
 
 from loganalyzer.model import (
@@ -24,8 +27,36 @@ def first_copies(frames: list[pl.DataFrame], key: str) -> list[pl.Series]:
     return masks
 
 
+@dataclass(frozen=True)
+class HeldRecords:
+    """A chunk's records as they are held until the whole file is read: the columns with one
+    value in every record (`_OFTEN_CONSTANT`), or none (a field the format does not print, a
+    launcher label or time stamp the lines lack), left out and that value kept instead. Each
+    would cost 4 or 8 bytes a record until the table is built."""
+
+    frame: pl.DataFrame
+    single: dict[str, Any]  # column: its one value (None: no record filled it)
+
+
+def held(records: pl.DataFrame) -> HeldRecords:
+    """`records` (a chunk's, with `line` and `iteration` always filled) as held."""
+    if not records.height:
+        return HeldRecords(records, {})
+    single: dict[str, Any] = {
+        name: None
+        for name in records.columns
+        if name in ITERATION_SCHEMA and records.get_column(name).null_count() == records.height
+    }
+    for name in _OFTEN_CONSTANT:
+        if name in records.columns and name not in single:
+            column = records.get_column(name)
+            if not column.null_count() and column.n_unique() == 1:
+                single[name] = column[0]
+    return HeldRecords(records.drop(single), single)
+
+
 def iteration_table(
-    frames: list[pl.DataFrame], config: dict[str, ConfigValue], source: str
+    chunks: list[HeldRecords], config: dict[str, ConfigValue], source: str
 ) -> pl.DataFrame:
     """The per-iteration table from the chunks' records (in line order, as chunks are read in
     order): copies removed, segments and intervals added, in the contract's schema.
@@ -34,6 +65,7 @@ def iteration_table(
     segments and intervals, which need the whole run, are computed on the two columns they
     read.
     """
+    frames, literals = _restored(chunks)
     masks = first_copies(frames, "key")
     kept = [f if m.all() else f.filter(m) for f, m in zip(frames, masks, strict=True)]
     new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
@@ -54,7 +86,38 @@ def iteration_table(
         offset += frame.height
     if not tables:
         return conform_table(pl.DataFrame())
-    return _single_values_as_literals(pl.concat(tables, rechunk=False))
+    table = pl.concat([t.drop(literals) for t in tables], rechunk=False).with_columns(
+        pl.lit(value, dtype=ITERATION_SCHEMA[name]).alias(name) for name, value in literals.items()
+    )
+    return _single_values_as_literals(table.select(list(ITERATION_SCHEMA)))
+
+
+_VARIES = object()  # a column's values in a chunk that holds it
+
+
+def _restored(chunks: list[HeldRecords]) -> tuple[list[pl.DataFrame], dict[str, Any]]:
+    """The chunks' records with every column they left out, and the columns whose one value
+    is the same in every chunk with records, which the table holds as that value. A column
+    left out of some chunks only is given back to those as a column of its value: the
+    table's pieces must all be cut alike (see `_single_values_as_literals`)."""
+    filled = [c for c in chunks if c.frame.height]
+    names = set().union(*(c.single for c in filled))
+    values = {name: {c.single.get(name, _VARIES) for c in filled} for name in names}
+    literals = {
+        name: next(c.single[name] for c in filled)
+        for name, found in values.items()
+        if len(found) == 1 and _VARIES not in found
+    }
+    frames = []
+    for chunk in chunks:
+        frame = chunk.frame
+        back = [
+            pl.repeat(value, frame.height, dtype=ITERATION_SCHEMA[name], eager=True).alias(name)
+            for name, value in chunk.single.items()
+            if name not in literals
+        ]
+        frames.append(frame.with_columns(back) if back else frame)
+    return frames, literals
 
 
 # Integer columns that often hold one value throughout a run: its interval, the batch size

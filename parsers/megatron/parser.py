@@ -15,7 +15,12 @@ from loganalyzer.model import (
     SourceInfo,
     conform_metrics,
 )
-from loganalyzer.parsers.megatron.assembly import iteration_table, long_part
+from loganalyzer.parsers.megatron.assembly import (
+    HeldRecords,
+    held,
+    iteration_table,
+    long_part,
+)
 from loganalyzer.parsers.megatron.config import run_config, segment_config
 from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_key
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
@@ -53,7 +58,7 @@ class MegatronParser:
 
     def parse(self, path: Path) -> Run:
         chunks: list[Chunk] = []
-        records: list[pl.DataFrame] = []  # apart: released as soon as the table is built
+        records: list[HeldRecords] = []  # apart: released as soon as the table is built
         longs = SpillingTable()  # the long table outgrows memory on big logs: see spill.py
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
@@ -62,14 +67,14 @@ class MegatronParser:
             last = _last_anchor(chunk, last)
             longs.add(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
-            records.append(chunk.records)
+            records.append(held(chunk.records))
             chunks.append(
                 dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
             )
         facts = pl.concat([c.facts for c in chunks]).unique(
             ["key", "value"], keep="first", maintain_order=True
         )
-        if not any(r.height for r in records) and facts.height == 0:
+        if not any(r.frame.height for r in records) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
