@@ -181,6 +181,47 @@ def conform_table(frame: pl.DataFrame) -> pl.DataFrame:
     return _conform(frame, ITERATION_SCHEMA)
 
 
+# Columns of the per-iteration table that often hold one value throughout a run: its
+# interval, the batch size without ramp-up, the skipped and nan counts, the launcher's rank
+# label, the file it came from. Not the segment: a group-by on a literal sums its one group
+# as a whole column rather than row by row in log order, and totals would move in their
+# last digits.
+ONE_VALUE_COLUMNS = (
+    "interval",
+    "global_batch_size",
+    "skipped_iterations",
+    "nan_iterations",
+    "rank",
+    "source",
+)
+
+
+def compact_table(table: pl.DataFrame) -> pl.DataFrame:
+    """The per-iteration table with a column no record filled as one null literal (as
+    `conform_table` gives a column the format lacks) and a `ONE_VALUE_COLUMNS` column of one
+    value throughout as that value: polars keeps a literal once, where a column costs 4 to
+    8 bytes a record (a path as text, 20 more). A table sent between processes comes back
+    with its literals written out as columns; this takes them back.
+
+    Only whole columns are replaced, on a table whose columns are all cut into the same
+    pieces: a literal in some pieces and not in others would leave them cut differently,
+    and polars then copies the whole table to line them up at the next `with_columns`."""
+    unfilled = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in table.schema.items()
+        if table.get_column(name).null_count() == table.height
+    ]
+    single = [
+        pl.lit(column[0], dtype=column.dtype).alias(name)
+        for name in ONE_VALUE_COLUMNS
+        if name in table.columns
+        and table.height
+        and not (column := table.get_column(name)).null_count()
+        and column.n_unique() == 1
+    ]
+    return table.with_columns(*unfilled, *single) if unfilled or single else table
+
+
 def conform_metrics(frame: pl.DataFrame) -> pl.DataFrame:
     """The long-table counterpart of `conform_table`."""
     return _conform(frame, METRICS_SCHEMA)

@@ -12,6 +12,7 @@ inputs (the fixtures, a single log) keep the serial path.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -19,12 +20,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polars as pl
+
 from loganalyzer.cores import usable_cores
 from loganalyzer.errors import InputError, UnrecognisedSourceError
-from loganalyzer.model import Run
+from loganalyzer.model import Run, compact_table
 from loganalyzer.registry import Registry, choose, format_scores, scores
 from loganalyzer.sources import READ_ALONG, READ_NOTES, READ_PROGRESS, check_readable
-from loganalyzer.spill import share_with_workers
+from loganalyzer.spill import budget_bytes, share_with_workers, to_disk
 
 # A pool pays off from two files of at least SIZEABLE_BYTES that together hold POOL_BYTES:
 # below that, starting the workers costs more than the parsing they share.
@@ -68,7 +71,18 @@ def read_files(
 ) -> Iterator[FileOutcome]:
     """Each task's outcome, in the order of `tasks`, read by `jobs` processes (by default
     the cores this process may use, when `worth_a_pool`). An error that is fatal for a file
-    named explicitly is raised when its turn comes, as the serial path would."""
+    named explicitly is raised when its turn comes, as the serial path would. The long
+    tables held in memory stay within one budget over all the files (`_within_budget`)."""
+    return _within_budget(map(_compacted, _outcomes(tasks, registry, progress, jobs)))
+
+
+def _outcomes(
+    tasks: Sequence[FileTask],
+    registry: Registry,
+    progress: Progress | None,
+    jobs: int | None,
+) -> Iterator[FileOutcome]:
+    """`read_files`' outcomes, read in a pool or one after another."""
     workers = min(len(tasks), usable_cores() if jobs is None else jobs)
     if workers < 2 or (jobs is None and not worth_a_pool([t.path for t in tasks])):
         for task in tasks:
@@ -84,6 +98,26 @@ def read_files(
             yield read_file(task, registry, progress)
         return
     yield from _pooled(tasks, shared, workers)
+
+
+def _within_budget(outcomes: Iterator[FileOutcome]) -> Iterator[FileOutcome]:
+    """The outcomes, each run's long table written to disk once the ones held in memory
+    before it would pass the budget (`spill.budget_bytes`) with it: each parser keeps its
+    own table within the budget, so a directory of many files would otherwise hold one
+    budget per file (64 rank logs: 283 MB)."""
+    held = 0
+    for outcome in outcomes:
+        run = outcome.run
+        if run is not None and isinstance(run.metrics, pl.DataFrame):
+            size = int(run.metrics.estimated_size())
+            if held + size > budget_bytes():
+                metrics = to_disk(run.metrics)
+                outcome = dataclasses.replace(
+                    outcome, run=dataclasses.replace(run, metrics=metrics)
+                )
+            else:
+                held += size
+        yield outcome
 
 
 def worth_a_pool(paths: Sequence[Path]) -> bool:
@@ -163,6 +197,19 @@ def _pooled(
         finally:  # an error raised for one file: the files after it are not read
             for future in pending:
                 future.cancel()
+
+
+def _compacted(outcome: FileOutcome) -> FileOutcome:
+    """An outcome with its run's table compacted (`model.compact_table`): whatever parser
+    read it, and again after a worker sent it back (a DataFrame is sent as Arrow IPC, which
+    writes a literal column out in full: the file's path as text in every record, the
+    columns of nulls, about 117 bytes a record of a Megatron table)."""
+    run = outcome.run
+    if run is None:
+        return outcome
+    return dataclasses.replace(
+        outcome, run=dataclasses.replace(run, table=compact_table(run.table))
+    )
 
 
 # Set once per worker process by `_start_worker`: what every file it reads needs.

@@ -174,6 +174,14 @@ class SpillingTable:
         self._held, self._held_bytes = [], 0
 
 
+def to_disk(frame: pl.DataFrame) -> Metrics:
+    """A long table held in memory written to disk now, and scanned from there (an empty
+    one stays as it is)."""
+    table = SpillingTable(budget=0)
+    table.add(frame)
+    return table.finish(frame)
+
+
 def collect(frame: Metrics) -> pl.DataFrame:
     """A query on the long table (or the table itself) as a DataFrame, run by polars'
     streaming engine: a spilled table is read a batch at a time, never whole."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from bench.generate import write_log
@@ -26,6 +27,7 @@ from loganalyzer.readfiles import (
     worth_a_pool,
 )
 from loganalyzer.registry import LoadedParser, Registry, load_registry
+from loganalyzer.spill import BUDGET_ENV, collect
 from tests.conftest import FIXTURES, ROOT
 
 
@@ -50,6 +52,8 @@ def _same(serial: FileOutcome, pooled: FileOutcome) -> None:
         return
     assert pooled.run is not None
     assert pooled.run.table.equals(serial.run.table)
+    # compacted again after the trip from the worker: literal columns take no room
+    assert pooled.run.table.estimated_size() == serial.run.table.estimated_size()
     assert pooled.run.metrics.equals(serial.run.metrics)
     assert pooled.run.config == serial.run.config
     assert pooled.run.warnings == serial.run.warnings
@@ -129,3 +133,26 @@ def test_a_registry_that_cannot_reach_a_worker_is_read_here(tmp_path: Path) -> N
     outcomes = list(read_files(tasks, registry, jobs=2))
     assert [o.path for o in outcomes] == paths
     assert all(o.run is not None and o.run.table.height for o in outcomes)
+
+
+def test_long_tables_held_in_memory_stay_within_one_budget_over_all_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each file's long table is within the budget, but three of them are not: the later
+    ones go to disk, and read back the same."""
+    fixture = FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"
+    paths = []
+    for name in ("a.out", "b.out", "c.out"):
+        shutil.copy(fixture, tmp_path / name)
+        paths.append(tmp_path / name)
+    tasks = [FileTask(path, explicit=False, forced_format=None) for path in paths]
+    held = [o.run for o in read_files(tasks, load_registry(), jobs=1)]
+    assert all(run is not None and isinstance(run.metrics, pl.DataFrame) for run in held)
+    one = held[0].metrics.estimated_size()  # type: ignore[union-attr]
+    assert one > 0
+    monkeypatch.setenv(BUDGET_ENV, str(int(one * 1.5)))
+    bounded = [o.run for o in read_files(tasks, load_registry(), jobs=1)]
+    assert [isinstance(run.metrics, pl.DataFrame) for run in bounded if run] == [True, False, False]
+    for run, in_memory in zip(bounded, held, strict=True):
+        assert run is not None and in_memory is not None
+        assert collect(run.metrics).equals(in_memory.metrics)

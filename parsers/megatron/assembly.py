@@ -9,7 +9,9 @@ import polars as pl
 
 from loganalyzer.model import (
     ITERATION_SCHEMA,
+    ONE_VALUE_COLUMNS,
     ConfigValue,
+    compact_table,
     conform_metrics,
     conform_table,
 )
@@ -30,7 +32,7 @@ def first_copies(frames: list[pl.DataFrame], key: str) -> list[pl.Series]:
 @dataclass(frozen=True)
 class HeldRecords:
     """A chunk's records as they are held until the whole file is read: the columns with one
-    value in every record (`_OFTEN_CONSTANT`), or none (a field the format does not print, a
+    value in every record (`model.ONE_VALUE_COLUMNS`), or none (a field the format does not print, a
     launcher label or time stamp the lines lack), left out and that value kept instead. Each
     would cost 4 or 8 bytes a record until the table is built."""
 
@@ -47,7 +49,7 @@ def held(records: pl.DataFrame) -> HeldRecords:
         for name in records.columns
         if name in ITERATION_SCHEMA and records.get_column(name).null_count() == records.height
     }
-    for name in _OFTEN_CONSTANT:
+    for name in ONE_VALUE_COLUMNS:
         if name in records.columns and name not in single:
             column = records.get_column(name)
             if not column.null_count() and column.n_unique() == 1:
@@ -89,7 +91,7 @@ def iteration_table(
     table = pl.concat([t.drop(literals) for t in tables], rechunk=False).with_columns(
         pl.lit(value, dtype=ITERATION_SCHEMA[name]).alias(name) for name, value in literals.items()
     )
-    return _single_values_as_literals(table.select(list(ITERATION_SCHEMA)))
+    return compact_table(table.select(list(ITERATION_SCHEMA)))
 
 
 _VARIES = object()  # a column's values in a chunk that holds it
@@ -99,7 +101,7 @@ def _restored(chunks: list[HeldRecords]) -> tuple[list[pl.DataFrame], dict[str, 
     """The chunks' records with every column they left out, and the columns whose one value
     is the same in every chunk with records, which the table holds as that value. A column
     left out of some chunks only is given back to those as a column of its value: the
-    table's pieces must all be cut alike (see `_single_values_as_literals`)."""
+    table's pieces must all be cut alike (see `model.compact_table`)."""
     filled = [c for c in chunks if c.frame.height]
     names = set().union(*(c.single for c in filled))
     values = {name: {c.single.get(name, _VARIES) for c in filled} for name in names}
@@ -118,42 +120,6 @@ def _restored(chunks: list[HeldRecords]) -> tuple[list[pl.DataFrame], dict[str, 
         ]
         frames.append(frame.with_columns(back) if back else frame)
     return frames, literals
-
-
-# Integer columns that often hold one value throughout a run: its interval, the batch size
-# without ramp-up, the skipped and nan counts, the launcher's rank label. Not the segment:
-# a group-by on a literal sums its one group as a whole column rather than row by row in
-# log order, and totals would move in their last digits.
-_OFTEN_CONSTANT = (
-    "interval",
-    "global_batch_size",
-    "skipped_iterations",
-    "nan_iterations",
-    "rank",
-)
-
-
-def _single_values_as_literals(table: pl.DataFrame) -> pl.DataFrame:
-    """A field no iteration line printed as one null literal, as `conform_table` gives a
-    column the format lacks, and an integer column with one value throughout as that value:
-    polars keeps a literal once, where the chunks' columns cost 4 or 8 bytes a record each.
-
-    Only whole columns are replaced, on the table whose pieces all have the same rows: a
-    literal in some chunks and not in others would leave the columns cut differently, and
-    polars then copies the whole table to line them up at the next `with_columns`."""
-    unprinted = [
-        pl.lit(None, dtype=dtype).alias(name)
-        for name, dtype in table.schema.items()
-        if table.get_column(name).null_count() == table.height
-    ]
-    single = [
-        pl.lit(column[0], dtype=column.dtype).alias(name)
-        for name in _OFTEN_CONSTANT
-        if table.height
-        and not (column := table.get_column(name)).null_count()
-        and column.n_unique() == 1
-    ]
-    return table.with_columns(*unprinted, *single) if unprinted or single else table
 
 
 def long_part(frame: pl.DataFrame, previous_keys: pl.Series, source: str) -> pl.DataFrame:
