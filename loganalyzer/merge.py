@@ -17,17 +17,23 @@ from loganalyzer.spill import budget_bytes, concat
 
 # A record is the same record when all of these agree (copies printed by several ranks).
 RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
-# What polars holds a record to tell first copies from the rest (measured: 638 MB for 2.5 M).
+# What polars holds a record to tell first copies from the rest (measured: 638 MB for 2.5 M
+# records of generated logs, 693 MB for those of the benchmark's 64 rank logs).
 IDENTITY_BYTES = 256
+# The most groups `first_copies` takes records in: 64 passes over 2.5 M iterations take
+# about 0.2 s; 64 groups of 2.5 M records hold about 10 MB each.
+MAX_GROUPS = 64
 
 
 def first_copies(table: pl.DataFrame) -> pl.Series:
     """Whether each record is the first of the records whose `RECORD_IDENTITY` fields all
     agree, the fields compared as they are. polars holds about `IDENTITY_BYTES` a record to
-    find them (700 MB for the 2.5 M records of 64 rank logs), so the records are taken in
-    groups by a hash of their iteration (copies share it), each group within the spill
-    budget, in log order within each."""
-    groups = -(-table.height * IDENTITY_BYTES // budget_bytes())
+    find them (693 MB for the 2.5 M records of 64 rank logs), so the records are taken in
+    groups by a hash of their iteration (copies share it), in log order within each: as
+    many groups as put about a spill budget's worth in each, at most `MAX_GROUPS` (each
+    group is one more pass over the table's iterations)."""
+    needed = -(-table.height * IDENTITY_BYTES // max(budget_bytes(), 1))
+    groups = min(needed, MAX_GROUPS)
     identity = pl.struct(RECORD_IDENTITY).is_first_distinct()
     if groups <= 1:
         return table.select(identity).to_series()
@@ -43,9 +49,10 @@ def first_copies(table: pl.DataFrame) -> pl.Series:
 def order_key(run: Run) -> tuple[int, object, int, str]:
     """Where a file's Run goes among others: by first timestamp where it has one, else by
     first iteration, then path."""
-    table = run.table
-    first_stamp = table["timestamp"].drop_nulls().min() if table.height else None
-    first_iteration = table["iteration"].min() if table.height else None
+    # through expressions: `table[name]` would write a literal out (`model.compact_table`)
+    first_stamp, first_iteration = run.table.select(
+        pl.col("timestamp").min(), pl.col("iteration").min()
+    ).row(0)
     path = run.sources[0].path if run.sources else ""
     has_stamp = 0 if first_stamp is not None else 1
     return (

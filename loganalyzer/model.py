@@ -205,19 +205,29 @@ def compact_table(table: pl.DataFrame) -> pl.DataFrame:
 
     Only whole columns are replaced, on a table whose columns are all cut into the same
     pieces: a literal in some pieces and not in others would leave them cut differently,
-    and polars then copies the whole table to line them up at the next `with_columns`."""
+    and polars then copies the whole table to line them up at the next `with_columns`.
+
+    A literal stays one value only while it is read through expressions (`select`): asked
+    for as a `Series` (`get_column`, `table[name]`), polars writes it out in full and keeps
+    that copy in the table for as long as the table lives. Code that reads columns which
+    can be literals (these, and any column of nulls) reads them through `select`."""
+    if not table.height:
+        return table
+    nulls = table.select(pl.all().null_count()).row(0, named=True)
+    candidates = [n for n in ONE_VALUE_COLUMNS if n in table.columns and not nulls[n]]
+    found = table.select(
+        pl.struct(pl.col(n).n_unique().alias("count"), pl.col(n).first().alias("value")).alias(n)
+        for n in candidates
+    ).row(0, named=True)
     unfilled = [
         pl.lit(None, dtype=dtype).alias(name)
         for name, dtype in table.schema.items()
-        if table.get_column(name).null_count() == table.height
+        if nulls[name] == table.height
     ]
     single = [
-        pl.lit(column[0], dtype=column.dtype).alias(name)
-        for name in ONE_VALUE_COLUMNS
-        if name in table.columns
-        and table.height
-        and not (column := table.get_column(name)).null_count()
-        and column.n_unique() == 1
+        pl.lit(found[n]["value"], dtype=table.schema[n]).alias(n)
+        for n in candidates
+        if found[n]["count"] == 1
     ]
     return table.with_columns(*unfilled, *single) if unfilled or single else table
 
@@ -237,10 +247,15 @@ def validate_run(run: Run) -> None:
         expected = list(schema.items())
         if actual != expected:
             raise SchemaError(f"{label} schema {actual} differs from the contract {expected}")
-    table = run.table
-    if table.height and table["iteration"].null_count():
+    # through expressions, not `table[name]`, which writes a literal out (`compact_table`)
+    unnumbered, unsegmented, below_one = run.table.select(
+        pl.col("iteration").null_count(),
+        pl.col("segment").null_count(),
+        (pl.col("interval") < 1).any(),
+    ).row(0)
+    if unnumbered:
         raise SchemaError("per-iteration table has records without an iteration number")
-    if table.height and table["segment"].null_count():
+    if unsegmented:
         raise SchemaError("per-iteration table has records without a segment number")
-    if (table["interval"] < 1).any():
+    if below_one:
         raise SchemaError("per-iteration table has an interval below 1")

@@ -13,6 +13,7 @@ from loganalyzer import sources, textlog
 from loganalyzer.load import load_run
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.registry import load_registry
+from loganalyzer.summary import build_summary
 from tests.conftest import FIXTURES
 
 QUIRKS = FIXTURES / "megatron" / "quirks"
@@ -169,3 +170,16 @@ def test_fields_and_labels_only_some_chunks_print_keep_their_values(
     assert table["interval"].to_list() == [1] * 9
     assert table["step_time_s"].n_chunks() > 3
     assert table["step_time_s"].to_list() == pytest.approx([1.0001 + i / 10000 for i in range(9)])
+
+
+@pytest.mark.parametrize(
+    "name", ["core_0_12_llama3_8b_throughput.log", "bigscience_gpt2_tp4_pp8.out"]
+)
+def test_summarising_a_run_leaves_its_one_value_columns_as_one_value(name: str) -> None:
+    """The columns the table holds as one value (nulls, a constant batch size, the source)
+    stay so through loading and the whole summary: read as a `Series`, polars would write
+    each out in full and keep it in the table (8 bytes a record or more)."""
+    loaded = load_run([str(FIXTURES / "megatron" / name)], load_registry())
+    size = loaded.run.table.estimated_size()
+    build_summary(loaded, {"shape": {}, "run": {"gpu": "h100-sxm"}})
+    assert loaded.run.table.estimated_size() == size

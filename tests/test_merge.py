@@ -48,3 +48,11 @@ def test_the_first_copy_in_log_order_is_kept(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(BUDGET_ENV, str(IDENTITY_BYTES))  # one record a group's worth
     table = _records([1, 2, 1, 3, 2, 1], [2.0, 2.0, 2.0, 2.0, 2.5, 2.0])
     assert first_copies(table).to_list() == [True, True, False, True, True, False]
+
+
+@pytest.mark.parametrize("budget", ["0", "1"])
+def test_a_budget_of_nothing_still_finds_them(budget: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most `MAX_GROUPS` groups, and no division by a budget of zero."""
+    monkeypatch.setenv(BUDGET_ENV, budget)
+    table = _records(list(range(300)) * 2, [2.0] * 600)
+    assert first_copies(table).to_list() == [True] * 300 + [False] * 300

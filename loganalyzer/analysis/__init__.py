@@ -104,7 +104,8 @@ def analyse(
         ~labelled["slow"] & labelled["event"].is_null()
     )
     del labelled  # its baseline columns, before the steps below add their own
-    recs = recs.with_columns(table.get_column("timestamp").gather(recs["row"]))
+    # through an expression: `get_column` would write a literal out in the table for good
+    recs = recs.hstack(table.select(pl.col("timestamp").gather(recs["row"])))
     median = _float(steady["step"].median())
     drift, steady_records = find_drift(steady), steady.height
     steady_rows = steady.get_column("row")  # what is kept of it

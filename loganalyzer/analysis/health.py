@@ -100,7 +100,8 @@ def _memory(table: pl.DataFrame, metrics: Metrics, device_gb: float | None) -> M
     if highest.height:
         row = highest.row(0, named=True)
         best_gb, rank = row["value"] / 1024, row["rank"]
-    logged = table["mem_max_allocated_gb"].max()
+    # through an expression: `table[name]` would write a literal out (`model.compact_table`)
+    logged = table.select(pl.col("mem_max_allocated_gb").max()).item()
     if isinstance(logged, (int, float)) and (best_gb is None or logged > best_gb):
         best_gb, rank = float(logged), None
     headroom = 1 - best_gb / device_gb if best_gb is not None and device_gb else None

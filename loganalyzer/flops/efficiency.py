@@ -234,10 +234,9 @@ def _batch(run: Run, origins: dict[str, str], warnings: list[str]) -> int | None
 
 def typical_global_batch(table: pl.DataFrame) -> int | None:
     """The global batch size most records printed (ramp-up aside); the largest on a tie."""
-    sizes = table["global_batch_size"].drop_nulls()
-    if sizes.len() == 0:
-        return None
-    return int(sizes.mode().max())  # type: ignore[arg-type]
+    # through an expression: `table[name]` would write a literal out (`model.compact_table`)
+    typical = table.select(pl.col("global_batch_size").drop_nulls().mode().max()).item()
+    return None if typical is None else int(typical)
 
 
 def _gpu(
@@ -338,7 +337,9 @@ def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.Series:
     FLOPs (HF Trainer's `total_flos`), what that claims per GPU at each record's pace:
     total / steps / (step time x GPUs)."""
     total, steps = run.get("reported_total_flos"), run.get_int("global_step")
-    printed = run.table.get_column("reported_tflops_per_gpu")
+    # a copy through an expression: `get_column` would write a literal out in the table for
+    # as long as it lives (`model.compact_table`)
+    printed = run.table.select("reported_tflops_per_gpu").to_series()
     if not isinstance(total, (int, float)) or not steps or not num_gpus:
         return printed
     if printed.drop_nulls().len():

@@ -266,7 +266,7 @@ def _tflops(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
             (flops / pl.col("step_time_s") / gpus / 1e12).alias("tflops"),
         )
         traces += _series(frame, "tflops", "recomputed TFLOPS/GPU", "", ".1f")
-    if frame["reported_tflops_per_gpu"].drop_nulls().len():
+    if _filled(frame, "reported_tflops_per_gpu"):
         traces += _series(
             frame,
             "reported_tflops_per_gpu",
@@ -322,7 +322,7 @@ def _training_curves(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     present = [
         (column, label)
         for column, label in (("loss", "loss"), ("lr", "learning rate"), ("grad_norm", "grad norm"))
-        if table[column].drop_nulls().len()
+        if _filled(table, column)
     ]
     if not present:
         return None
@@ -522,3 +522,9 @@ def _ranks(metrics: Metrics) -> Chart | None:
         f"metrics that spread the most (up to {MAX_RANK_METRICS}).",
         {"data": traces, "layout": layout},
     )
+
+
+def _filled(table: pl.DataFrame, column: str) -> bool:
+    """Whether any record has a value in `column`, read through an expression: `table[name]`
+    would write a literal out in the table for as long as it lives (`model.compact_table`)."""
+    return bool(table.select(pl.col(column).is_not_null().any()).item())

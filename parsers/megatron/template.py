@@ -38,7 +38,7 @@ COLUMNS = list(dict.fromkeys([*FIELD_COLUMNS.values(), "step_time_s"]))
 class Fields:
     """The fields of a chunk's iteration lines."""
 
-    wide: pl.DataFrame  # (line, piece) and one Float64 column per entry of COLUMNS
+    wide: pl.DataFrame  # (line, piece), one column per entry of COLUMNS: counts Int64, else Float64
     extras: pl.DataFrame  # fields without a column: (line, piece, printed, value), in order
     keys: frozenset[str]  # every field name seen, lower-cased
 
