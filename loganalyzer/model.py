@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -211,25 +211,34 @@ def compact_table(table: pl.DataFrame) -> pl.DataFrame:
     for as a `Series` (`get_column`, `table[name]`), polars writes it out in full and keeps
     that copy in the table for as long as the table lives. Code that reads columns which
     can be literals (these, and any column of nulls) reads them through `select`."""
-    if not table.height:
-        return table
-    nulls = table.select(pl.all().null_count()).row(0, named=True)
-    candidates = [n for n in ONE_VALUE_COLUMNS if n in table.columns and not nulls[n]]
-    found = table.select(
-        pl.struct(pl.col(n).n_unique().alias("count"), pl.col(n).first().alias("value")).alias(n)
-        for n in candidates
-    ).row(0, named=True)
-    unfilled = [
-        pl.lit(None, dtype=dtype).alias(name)
-        for name, dtype in table.schema.items()
-        if nulls[name] == table.height
-    ]
-    single = [
-        pl.lit(found[n]["value"], dtype=table.schema[n]).alias(n)
-        for n in candidates
-        if found[n]["count"] == 1
-    ]
-    return table.with_columns(*unfilled, *single) if unfilled or single else table
+    single = single_values(table)
+    literals = [pl.lit(value, dtype=table.schema[n]).alias(n) for n, value in single.items()]
+    return table.with_columns(literals) if literals else table
+
+
+def single_values(frame: pl.DataFrame) -> dict[str, Any]:
+    """The columns of `frame` (those of the per-iteration table's schema) that
+    `compact_table` holds as one value: each that no record filled (None), and each of
+    `ONE_VALUE_COLUMNS` with one value in every record (that value). Read through
+    expressions, so a literal among them stays one."""
+    if not frame.height:
+        return {}
+    names = [name for name in frame.columns if name in ITERATION_SCHEMA]
+    nulls = frame.select(pl.col(names).null_count()).row(0, named=True)
+    candidates = [n for n in ONE_VALUE_COLUMNS if n in names and not nulls[n]]
+    found = (
+        frame.select(
+            pl.struct(pl.col(n).n_unique().alias("count"), pl.col(n).first().alias("value")).alias(
+                n
+            )
+            for n in candidates
+        ).row(0, named=True)
+        if candidates
+        else {}
+    )
+    single: dict[str, Any] = {n: None for n in names if nulls[n] == frame.height}
+    single.update((n, found[n]["value"]) for n in candidates if found[n]["count"] == 1)
+    return single
 
 
 def conform_metrics(frame: pl.DataFrame) -> pl.DataFrame:

@@ -9,11 +9,11 @@ import polars as pl
 
 from loganalyzer.model import (
     ITERATION_SCHEMA,
-    ONE_VALUE_COLUMNS,
     ConfigValue,
     compact_table,
     conform_metrics,
     conform_table,
+    single_values,
 )
 
 
@@ -32,28 +32,18 @@ def first_copies(frames: list[pl.DataFrame], key: str) -> list[pl.Series]:
 @dataclass(frozen=True)
 class HeldRecords:
     """A chunk's records as they are held until the whole file is read: the columns with one
-    value in every record (`model.ONE_VALUE_COLUMNS`), or none (a field the format does not print, a
-    launcher label or time stamp the lines lack), left out and that value kept instead. Each
-    would cost 4 or 8 bytes a record until the table is built."""
+    value in every record (`model.ONE_VALUE_COLUMNS`), or none (a field the format does not
+    print, a launcher label or time stamp the lines lack), left out and that value kept
+    instead. Each would cost 4 or 8 bytes a record until the table is built."""
 
     frame: pl.DataFrame
     single: dict[str, Any]  # column: its one value (None: no record filled it)
 
 
 def held(records: pl.DataFrame) -> HeldRecords:
-    """`records` (a chunk's, with `line` and `iteration` always filled) as held."""
-    if not records.height:
-        return HeldRecords(records, {})
-    single: dict[str, Any] = {
-        name: None
-        for name in records.columns
-        if name in ITERATION_SCHEMA and records.get_column(name).null_count() == records.height
-    }
-    for name in ONE_VALUE_COLUMNS:
-        if name in records.columns and name not in single:
-            column = records.get_column(name)
-            if not column.null_count() and column.n_unique() == 1:
-                single[name] = column[0]
+    """`records` (a chunk's, with `line` and `iteration` always filled) as held: without the
+    columns the table would hold as one value (`model.single_values`)."""
+    single = single_values(records)
     return HeldRecords(records.drop(single), single)
 
 
