@@ -161,10 +161,14 @@ def iter_line_blocks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                         )
                     continue
                 # One copy of the block's whole lines (joining a view), not two.
-                lines = b"".join((carry, memoryview(block)[:cut]))
+                # Held in a list popped as it is yielded: neither the bytes read nor the
+                # joined ones stay referenced here while the consumer works on them.
+                lines = [b"".join((carry, memoryview(block)[:cut]))]
                 carry = block[cut + 1 :]
-                yield next_line, lines
-                next_line += lines.count(b"\n") + 1
+                del block
+                count = lines[0].count(b"\n") + 1
+                yield next_line, lines.pop()
+                next_line += count
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(
             f"{path}: read failed after line {next_line - 1} ({exc}); "

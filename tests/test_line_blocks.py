@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -31,3 +32,13 @@ def test_line_frames_number_every_line(tmp_path: Path) -> None:
     assert [f.get_column("line")[0] for f in frames] == [n for n, _ in iter_line_blocks(log)]
     numbers = [n for frame in frames for n in frame.get_column("line").to_list()]
     assert numbers == list(range(1, len(lines) + 1))
+
+
+def test_a_block_is_held_only_by_its_reader(tmp_path: Path) -> None:
+    """The reading generator keeps no reference to the block it handed over (nor to the
+    bytes it was cut from), so a block is freed as soon as its reader is done with it."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
+    blocks = iter_line_blocks(log, chunk_bytes=1000)
+    _, block = next(blocks)
+    assert sys.getrefcount(block) == 2  # `block` and getrefcount's argument
