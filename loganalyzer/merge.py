@@ -68,18 +68,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
     if len(runs) == 1:
         return runs[0]
     ordered = sorted(runs, key=order_key)
-    tables = []
-    offset = 0
-    for position, run in enumerate(ordered):
-        tables.append(
-            run.table.with_columns(_file=pl.lit(position), _seg=pl.col("segment") + offset)
-        )
-        offset += int(run.table["segment"].max() or 0) + 1  # type: ignore[arg-type]
-    table = pl.concat(tables)
-    table = table.filter(first_copies(table))
-    table = table.with_columns(segment=pl.col("_seg").rank("dense").cast(pl.Int32) - 1).drop(
-        "_file", "_seg"
-    )
+    table = merged_table([run.table for run in ordered])
     config: dict[str, ConfigValue] = {}
     warnings: list[str] = []
     for run in ordered:
@@ -101,3 +90,46 @@ def merge_runs(runs: Sequence[Run]) -> Run:
         sources=[source for run in ordered for source in run.sources],
         warnings=warnings,
     )
+
+
+def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """The files' tables (in file order) as one: the first copy of each record kept, each
+    file's segments numbered after the files' before it.
+
+    Each file's path is one value in its table (`model.compact_table`), which the
+    concatenation would write out for every record (16 bytes each); it is carried as the
+    file's position (4 bytes) until the copies are gone, and the path then put back by
+    position. (polars keeps a value shared by every table, such as the interval, as one.)
+    """
+    paths = [_path(t) for t in tables]
+    by_position = all(p is not _VARIES for p, t in zip(paths, tables, strict=True) if t.height)
+    pieces = []
+    offset = 0
+    for position, table in enumerate(tables):
+        pieces.append(
+            table.drop("source" if by_position else []).with_columns(
+                _file=pl.lit(position, dtype=pl.UInt32), _seg=pl.col("segment") + offset
+            )
+        )
+        offset += int(table.select(pl.col("segment").max()).item() or 0) + 1
+    merged = pl.concat(pieces, rechunk=False)  # the tables' columns, not copied
+    first = first_copies(merged)
+    if not first.all():  # a copy of the whole table, unless there is nothing to remove
+        merged = merged.filter(first)
+    merged = merged.with_columns(segment=pl.col("_seg").rank("dense").cast(pl.Int32) - 1)
+    if by_position:
+        known = [None if path is _VARIES else path for path in paths]
+        source = pl.lit(pl.Series(known, dtype=pl.String)).gather(pl.col("_file"))
+        merged = merged.with_columns(source=source)
+    return merged.select(tables[0].columns)
+
+
+_VARIES = object()  # a table's records came from several files
+
+
+def _path(table: pl.DataFrame) -> object:
+    """The one file a table's records came from (None: not stated), else `_VARIES`; read
+    through an expression, so that a literal stays one."""
+    source = pl.col("source")
+    count, first = table.select(source.n_unique().alias("count"), source.first()).row(0)
+    return first if count == 1 else _VARIES
