@@ -42,6 +42,10 @@ class UsageProblem(LogAnalyzerError):
     exit_code = EXIT_USAGE
 
 
+class StorageError(LogAnalyzerError):
+    """The temporary folder could not take what is written there (full, or not writable)."""
+
+
 class SchemaError(LogAnalyzerError):
     """A parser produced a table that breaks the data model (a bug in that parser)."""
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import polars as pl
 
+from loganalyzer.errors import StorageError
 from loganalyzer.model import Metrics
 
 # Bytes of long-table rows held in memory before they are written to disk (the budget).
@@ -126,11 +127,10 @@ def _running(pid: int) -> bool:
     return True
 
 
-def _folder() -> Path:
+def _spill_path() -> Path:
+    """Where the next spilled file goes, in this command's folder (not yet made)."""
     share_with_workers()
-    folder = Path(os.environ[FOLDER_ENV])
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return folder
+    return Path(os.environ[FOLDER_ENV]) / f"metrics-{os.getpid()}-{next(_files):05d}.parquet"
 
 
 class SpillingTable:
@@ -166,10 +166,18 @@ class SpillingTable:
     def _write_held(self) -> None:
         if not self._held:
             return
-        path = _folder() / f"metrics-{os.getpid()}-{next(_files):05d}.parquet"
-        pl.concat(self._held, rechunk=False).write_parquet(
-            path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS
-        )
+        path = _spill_path()
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            pl.concat(self._held, rechunk=False).write_parquet(
+                path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS
+            )
+        except (OSError, pl.exceptions.ComputeError) as exc:  # polars' own for a full disk
+            raise StorageError(
+                f"{path.parent}: cannot write the metrics held beyond the memory budget "
+                f"({exc}); free space there, set TMPDIR to a folder with room, or set "
+                f"{BUDGET_ENV} to a larger number of bytes to hold more in memory"
+            ) from exc
         self._files.append(path)
         self._held, self._held_bytes = [], 0
 

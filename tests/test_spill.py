@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from loganalyzer import spill
 from loganalyzer.analysis.phases import (
     timer_medians,
     timer_phases,
@@ -21,6 +22,7 @@ from loganalyzer.analysis.phases import (
     timer_values_at,
 )
 from loganalyzer.cli import main
+from loganalyzer.errors import StorageError
 from loganalyzer.load import load_run
 from loganalyzer.model import METRICS_SCHEMA
 from loganalyzer.parsers.megatron import MegatronParser
@@ -280,3 +282,37 @@ def test_timer_medians_are_those_of_the_per_iteration_timer_table(
         .sort("iteration", "phase")
         .equals(at.with_columns(pl.col("phase").cast(pl.String)).sort("iteration", "phase"))
     )
+
+
+def test_a_spill_folder_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """Where the spilled rows cannot go (here a folder under a file; a read-only or full
+    disk alike), the command says where and what to do: no traceback."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    env = os.environ | {
+        BUDGET_ENV: TINY,
+        FOLDER_ENV: str(blocker / "spill"),
+        "PYTHONPATH": str(ROOT),
+    }
+    log = MEGATRON / "quirks" / "timers_minmax.log"
+    done = subprocess.run(
+        [sys.executable, "-m", "loganalyzer", "summary", "-q", str(log), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert str(blocker / "spill") in message
+    assert "TMPDIR" in message and BUDGET_ENV in message
+
+
+def test_a_full_disk_is_a_storage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """polars reports a full disk as its own ComputeError, not as an OSError."""
+    monkeypatch.setattr(spill, "_spill_path", lambda: Path("/dev/full"))
+    table = SpillingTable(budget=0)
+    with pytest.raises(StorageError, match="No space left on device"):
+        table.add(pl.DataFrame({"value": list(range(100_000))}))
