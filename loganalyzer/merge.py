@@ -92,9 +92,12 @@ def merge_runs(runs: Sequence[Run]) -> Run:
     )
 
 
+_VARIES = object()  # a table's records came from several files
+
+
 def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """The files' tables (in file order) as one: the first copy of each record kept, each
-    file's segments numbered after the files' before it.
+    """The files' tables (in file order; at least one) as one: the first copy of each
+    record kept, each file's segments numbered after the files' before it.
 
     Each file's path is one value in its table (`model.compact_table`), which the
     concatenation would write out for every record (16 bytes each); it is carried as the
@@ -122,9 +125,6 @@ def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
         source = pl.lit(pl.Series(known, dtype=pl.String)).gather(pl.col("_file"))
         merged = merged.with_columns(source=source)
     return merged.select(tables[0].columns)
-
-
-_VARIES = object()  # a table's records came from several files
 
 
 def _path(table: pl.DataFrame) -> object:

@@ -166,20 +166,30 @@ class SpillingTable:
     def _write_held(self) -> None:
         if not self._held:
             return
-        path = _spill_path()
+        held = pl.concat(self._held, rechunk=False)
         try:
+            path = _spill_path()
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            pl.concat(self._held, rechunk=False).write_parquet(
-                path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS
-            )
-        except (OSError, pl.exceptions.ComputeError) as exc:  # polars' own for a full disk
+            held.write_parquet(path, compression="uncompressed", row_group_size=ROW_GROUP_ROWS)
+        except (OSError, pl.exceptions.ComputeError) as exc:
+            if not _is_storage_failure(exc):
+                raise
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise StorageError(
-                f"{path.parent}: cannot write the metrics held beyond the memory budget "
-                f"({exc}); free space there, set TMPDIR to a folder with room, or set "
-                f"{BUDGET_ENV} to a larger number of bytes to hold more in memory"
+                f"{os.environ.get(FOLDER_ENV, 'the temporary folder')}: cannot write the "
+                f"metrics held beyond the memory budget ({first_line}); make room there or "
+                f"point TMPDIR at another folder, or set {BUDGET_ENV} to a larger number of "
+                "bytes to hold more in memory"
             ) from exc
         self._files.append(path)
         self._held, self._held_bytes = [], 0
+
+
+def _is_storage_failure(exc: Exception) -> bool:
+    """An error of the file system: an OSError, or polars' ComputeError around one (a full
+    disk is "underlying IO error: No space left on device (os error 28)"), not polars'
+    refusal of the data itself, which is a bug to report."""
+    return isinstance(exc, OSError) or "(os error " in str(exc)
 
 
 def to_disk(frame: pl.DataFrame) -> Metrics:

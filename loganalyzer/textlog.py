@@ -71,8 +71,9 @@ def block_lines(block: bytes) -> pl.Series:
     if len(block) <= LINE_READER_MAX_BYTES:
         try:
             text = pl.scan_lines(block, name="text").collect().get_column("text")
-            # the reader gives no line after a final '\n' (Python's split gives an empty one)
-            return text.extend(pl.Series("text", [""])) if block[-1:] in b"\n" else text
+            if not block or block.endswith(b"\n"):  # Python's split gives a last, empty line
+                text.append(pl.Series("text", [""]))  # in place
+            return text
         except pl.exceptions.ComputeError:
             pass
     if not any(byte in block for byte in (b"\r", b"\x1f", b"\x00")):

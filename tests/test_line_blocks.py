@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import sys
+import inspect
+import types
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -35,10 +36,14 @@ def test_line_frames_number_every_line(tmp_path: Path) -> None:
 
 
 def test_a_block_is_held_only_by_its_reader(tmp_path: Path) -> None:
-    """The reading generator keeps no reference to the block it handed over (nor to the
-    bytes it was cut from), so a block is freed as soon as its reader is done with it."""
+    """The reading generator keeps no reference to the block it handed over, nor to the
+    bytes it read it from, so a block is freed as soon as its reader is done with it."""
     log = tmp_path / "x.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
     blocks = iter_line_blocks(log, chunk_bytes=1000)
     _, block = next(blocks)
-    assert sys.getrefcount(block) == 2  # `block` and getrefcount's argument
+    assert len(block) > 900 and isinstance(blocks, types.GeneratorType)
+    held = list(inspect.getgeneratorlocals(blocks).values())
+    held += [item for value in held if isinstance(value, list) for item in value]
+    # what it may keep: the piece of a line cut off at the end of the read
+    assert [v for v in held if isinstance(v, bytes) and len(v) > len(b"line 999\n")] == []

@@ -82,7 +82,8 @@ def _merged_all_at_once(tables: list[pl.DataFrame]) -> pl.DataFrame:
     for table in tables:
         offsets.append(offsets[-1] + int(table.get_column("segment").max() or 0) + 1)  # type: ignore[arg-type]
     merged = pl.concat(
-        t.with_columns(_seg=pl.col("segment") + o) for t, o in zip(tables, offsets, strict=False)
+        t.with_columns(_seg=pl.col("segment") + o)
+        for t, o in zip(tables, offsets[:-1], strict=True)
     )
     return (
         merged.filter(pl.struct(RECORD_IDENTITY).is_first_distinct())

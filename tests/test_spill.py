@@ -310,9 +310,19 @@ def test_a_spill_folder_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Pat
     assert "TMPDIR" in message and BUDGET_ENV in message
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
 def test_a_full_disk_is_a_storage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """polars reports a full disk as its own ComputeError, not as an OSError."""
     monkeypatch.setattr(spill, "_spill_path", lambda: Path("/dev/full"))
     table = SpillingTable(budget=0)
     with pytest.raises(StorageError, match="No space left on device"):
         table.add(pl.DataFrame({"value": list(range(100_000))}))
+
+
+def test_data_polars_cannot_write_is_not_blamed_on_the_disk(spill_folder: Path) -> None:
+    """polars' refusal of the data itself is a bug to report (an internal error), not a
+    folder to clear."""
+    table = SpillingTable(budget=0)
+    with pytest.raises(pl.exceptions.ComputeError) as raised:
+        table.add(pl.DataFrame({"value": [object()]}, schema={"value": pl.Object}))
+    assert not isinstance(raised.value, StorageError)
