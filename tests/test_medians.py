@@ -64,3 +64,23 @@ def test_ranges_narrowed_pass_by_pass_give_the_same_medians(
     frame = _frame(rows)
     found = grouped_median(frame.lazy(), ["name", "rank"]).sort("name", "rank")
     assert found.equals(_reference(frame))
+
+
+def test_groups_polars_must_take_cost_a_pass_only_when_there_are_some(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each pass reads the whole long table (from disk, when it was spilled): the pass for
+    groups with nan or infinite values is made only where there are such groups."""
+    passes: list[int] = []
+    counting = medians.collect
+
+    def counted(frame: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+        passes[-1] += 1
+        return counting(frame)
+
+    monkeypatch.setattr(medians, "collect", counted)
+    finite = [("a", 0, float(k)) for k in range(50)]
+    for rows in (finite, [*finite, ("b", 0, float("nan"))]):
+        passes.append(0)
+        grouped_median(_frame(rows).lazy(), ["name", "rank"])
+    assert passes[1] == passes[0] + 1

@@ -37,12 +37,17 @@ def grouped_median(frame: Metrics, keys: Sequence[str], value: str = "value") ->
         .agg(n=v.count(), lo=v.min(), hi=v.max(), odd=(v.is_nan() | v.is_infinite()).any())
     )
     plain = stats.filter(~pl.col("odd") & (pl.col("n") > 0))
-    # groups with nan or infinite values (polars sorts nan last) or none: left to polars
-    rest = collect(
-        frame.lazy()
-        .join(plain.lazy().select(keys), on=keys, how="anti", nulls_equal=True)
-        .group_by(keys)
-        .agg(v.median())
+    # groups with nan or infinite values (polars sorts nan last) or none: left to polars (a
+    # pass over the rows, made only when there are such groups)
+    rest = (
+        collect(
+            frame.lazy()
+            .join(plain.lazy().select(keys), on=keys, how="anti", nulls_equal=True)
+            .group_by(keys)
+            .agg(v.median())
+        )
+        if plain.height < stats.height
+        else None
     )
     targets = plain.join(pl.DataFrame({"t": [0, 1]}), how="cross").select(
         *keys,
@@ -58,6 +63,8 @@ def grouped_median(frame: Metrics, keys: Sequence[str], value: str = "value") ->
     medians = lower.join(upper, on=keys, nulls_equal=True).select(
         *keys, (pl.col("lower") + (pl.col("upper") - pl.col("lower")) * 0.5).alias(value)
     )
+    if rest is None:
+        return medians
     return pl.concat([medians, rest.select(*keys, value)], how="vertical_relaxed")
 
 
