@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from loganalyzer.analysis._records import first_iteration, timed_records
+from loganalyzer.analysis._records import (
+    contiguous,
+    first_iteration,
+    rejoined,
+    timed_records,
+)
 from loganalyzer.analysis.accounting import TimeAccounting, account
 from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
@@ -87,23 +92,27 @@ def analyse(
     # `first` is computed where it is read (`first_iteration`), and the time stamps are taken
     # once the slow steps' working columns are freed: neither is held at the peak.
     recs = timed_records(table, ["segment", "iteration", "interval", "step"], positions=True)
-    # one contiguous copy of the few columns read: the windows and group-bys below would
-    # each copy a table of many chunks for themselves, and a float total's last digits
-    # depend on how its column is cut into chunks. A column at a time, each one's pieces
-    # freed as it is copied: a copy of the whole would hold both.
-    for name in recs.columns:
-        recs = recs.with_columns(recs.get_column(name).rechunk())
+    recs = contiguous(recs)  # one copy of the few columns read, each in one piece
     logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
     mean, p90, fastest, slowest = _spread(recs["step"])
     recs = recs.with_columns(warmup_flags(recs, warmup))
-    slow, labelled = find_slow_steps(
-        recs.filter(~pl.col("warmup")), metrics, timers, slow_factor, known
-    )
+    # The records are held once while slow steps are found: as the warm-up records (each
+    # segment's first few) and the rest, which the slow-step pass labels, and taken back
+    # whole from those once its baseline columns are freed.
+    columns, warming = recs.columns, recs.filter("warmup")
+    work = recs.filter(~pl.col("warmup"))
+    del recs
+    slow, labelled = find_slow_steps(work, metrics, timers, slow_factor, known)
+    del work
     # only the columns read after: a filter copies every column it is given
     steady = labelled.select("row", "segment", "iteration", first_iteration(), "step").filter(
         ~labelled["slow"] & labelled["event"].is_null()
     )
+    rest = labelled.select(columns)
     del labelled  # its baseline columns, before the steps below add their own
+    recs = rejoined(warming, rest)
+    del rest
+    recs = contiguous(recs)
     # through an expression: `get_column` would write a literal out in the table for good
     recs = recs.hstack(table.select(pl.col("timestamp").gather(recs["row"])))
     median = _float(steady["step"].median())
@@ -116,7 +125,7 @@ def analyse(
     return Analysis(
         records=table.height,
         timed_records=recs.height,
-        iterations=int(recs["interval"].sum()),
+        iterations=int(recs.select(pl.col("interval").sum()).item()),
         segments=table["segment"].n_unique(),
         first_iteration=table["iteration"].first(),  # type: ignore[arg-type]
         last_iteration=table["iteration"].last(),  # type: ignore[arg-type]

@@ -57,3 +57,26 @@ def by_segment(frame: pl.DataFrame) -> pl.Expr:
     assumed; the check is one pass over a small integer column)."""
     segment = pl.col("segment")
     return segment.set_sorted() if frame["segment"].is_sorted() else segment
+
+
+def contiguous(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every column in one piece, one column at a time, so that each column's
+    old pieces are freed as it is copied (a copy of the whole would hold both): the windows
+    and group-bys of the analysis would each copy a column of many pieces for themselves, and
+    a float total's last digits depend on how its column is cut. A column already in one
+    piece is left as it is: a literal (the interval) stays one value."""
+    for name, pieces in zip(frame.columns, frame.n_chunks("all"), strict=True):
+        if pieces > 1:
+            frame = frame.with_columns(frame.get_column(name).rechunk())
+    return frame
+
+
+def rejoined(warm: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
+    """The timed records again from their warm-up records and the rest, both in log order
+    (by `row`): one after the other when every warm-up record comes first (one segment),
+    else merged by row."""
+    if warm.is_empty():
+        return rest
+    if rest.is_empty() or warm.select(pl.col("row").max()).item() < rest.item(0, "row"):
+        return pl.concat([warm, rest])
+    return warm.merge_sorted(rest, key="row")

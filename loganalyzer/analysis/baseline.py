@@ -109,7 +109,12 @@ def _truncated(values: pl.Expr) -> pl.Expr:
     return ahead.fill_null(behind).fill_null(values.median())
 
 
-def noise_floor(relative_excess: pl.Series) -> float:
-    """`NOISE_SIGMAS` robust standard deviations of a series of relative excesses."""
-    mad = (relative_excess - relative_excess.median()).abs().median()
+def noise_floor(frame: pl.DataFrame, relative_excess: pl.Expr) -> float:
+    """`NOISE_SIGMAS` robust standard deviations of the relative excesses of `frame`'s
+    records. Each of the two medians computes them again rather than holding them beside
+    its own copies (8 bytes a record each, at the analysis's peak on a long run)."""
+    median = frame.select(relative_excess.median()).item()
+    if median is None:
+        return 0.0
+    mad = frame.select((relative_excess - median).abs().median()).item()
     return NOISE_SIGMAS * MAD_TO_SIGMA * float(mad) if mad is not None else 0.0

@@ -113,8 +113,7 @@ def find_slow_steps(
         )
     framed, pace = with_baseline(recs, slow_factor)
     excess = pl.col("step") / pl.col("level") - 1
-    # computed again rather than kept beside `framed`'s columns (8 bytes a record)
-    noise = noise_floor(framed.select(excess).to_series())
+    noise = noise_floor(framed, excess)  # not kept beside `framed`'s columns
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))
     labelled = framed.with_columns(slow=excess > per_record)

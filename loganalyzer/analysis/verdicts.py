@@ -372,8 +372,8 @@ def _loss_spikes(records: pl.DataFrame) -> pl.DataFrame:
     `LOSS_SPIKE_MIN` and than the run's loss noise (the same rule as for step times)."""
     framed = records.filter(pl.col("loss").is_not_null())
     framed = framed.with_columns(centred_median(framed, "loss").alias("median"))
-    excess = framed["loss"] / framed["median"] - 1
-    return framed.filter(excess > max(LOSS_SPIKE_MIN, noise_floor(excess)))
+    excess = pl.col("loss") / pl.col("median") - 1
+    return framed.filter(excess > max(LOSS_SPIKE_MIN, noise_floor(framed, excess)))
 
 
 def _drift(analysis: Analysis) -> list[Verdict]:
