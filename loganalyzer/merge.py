@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run, single_values
 from loganalyzer.spill import budget_bytes, concat
 
 # A record is the same record when all of these agree (copies printed by several ranks).
@@ -92,7 +92,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
     )
 
 
-_VARIES = object()  # a table's records came from several files
+_VARIES = object()  # a table's records came from several files (or it has none)
 
 
 def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
@@ -104,7 +104,7 @@ def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
     file's position (4 bytes) until the copies are gone, and the path then put back by
     position. (polars keeps a value shared by every table, such as the interval, as one.)
     """
-    paths = [_path(t) for t in tables]
+    paths = [single_values(t).get("source", _VARIES) for t in tables]
     by_position = all(p is not _VARIES for p, t in zip(paths, tables, strict=True) if t.height)
     pieces = []
     offset = 0
@@ -125,11 +125,3 @@ def merged_table(tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
         source = pl.lit(pl.Series(known, dtype=pl.String)).gather(pl.col("_file"))
         merged = merged.with_columns(source=source)
     return merged.select(tables[0].columns)
-
-
-def _path(table: pl.DataFrame) -> object:
-    """The one file a table's records came from (None: not stated), else `_VARIES`; read
-    through an expression, so that a literal stays one."""
-    source = pl.col("source")
-    count, first = table.select(source.n_unique().alias("count"), source.first()).row(0)
-    return first if count == 1 else _VARIES
