@@ -63,7 +63,8 @@ def build_summary(
     facts = resolve_facts(run, options)
     warnings.extend(facts.warnings)
     median = analysis.step_time_s.median
-    efficiency = measure(run, facts, median, analysis.time.stalls_s, analysis.steady_rows)
+    logged = (analysis.iterations, analysis.time.logged_s + analysis.time.stalls_s)
+    efficiency = measure(run, facts, median, logged, analysis.steady_rows)
     confidence = _confidence(analysis)
     warnings.extend(efficiency.warnings)
     tokens = (

@@ -86,6 +86,13 @@ def test_drift_compares_first_and_last_tenth_of_steady_records() -> None:
     assert drift.relative_change == pytest.approx(drift.last_median_s / drift.first_median_s - 1)
 
 
+def test_drift_spans_start_at_the_first_iteration_a_record_covers() -> None:
+    """Records of 10 iterations each: the first tenth covers iterations 1 to 1,000."""
+    drift = analyse(make_table([1.0] * 1000, interval=10), NO_METRICS).drift
+    assert drift is not None
+    assert drift.first_iterations == (1, 1000) and drift.last_iterations == (9001, 10000)
+
+
 def test_too_few_records_for_drift() -> None:
     assert analyse(make_table([1.0] * 19), NO_METRICS).drift is None
 

@@ -33,7 +33,7 @@ def test_reported_tflops_are_taken_over_the_steady_records() -> None:
     run = load_run([str(LLAMA)], load_registry()).run
     facts = resolve_facts(run, {"shape": {}, "run": {"gpu": "h100-sxm"}})
     steady_rows = pl.Series([0, 1, 2], dtype=pl.get_index_type())
-    efficiency = measure(run, facts, float(run.table["step_time_s"][0]), 0.0, steady_rows)
+    efficiency = measure(run, facts, float(run.table["step_time_s"][0]), (3, 1.0), steady_rows)
     assert (
         efficiency.reported_tflops_per_gpu == run.table["reported_tflops_per_gpu"].head(3).median()
     )

@@ -14,12 +14,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from loganalyzer.analysis._records import (
-    contiguous,
-    first_iteration,
-    rejoined,
-    timed_records,
-)
+from loganalyzer.analysis._records import contiguous, rejoined, timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
 from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
@@ -104,10 +99,15 @@ def analyse(
     del recs
     slow, labelled = find_slow_steps(work, metrics, timers, slow_factor, known)
     del work
-    # only the columns read after: a filter copies every column it is given
-    steady = labelled.select("row", "segment", "iteration", first_iteration(), "step").filter(
+    # only the columns read (a filter copies every column it is given), read at once: of the
+    # steady records only their rows are held through the steps below
+    steady = labelled.select("row", "iteration", "interval", "step").filter(
         ~labelled["slow"] & labelled["event"].is_null()
     )
+    median = _float(steady["step"].median())
+    drift, steady_records = find_drift(steady), steady.height
+    steady_rows = steady.get_column("row")
+    del steady
     rest = labelled.select(columns)
     del labelled  # its baseline columns, before the steps below add their own
     recs = rejoined(warming, rest)
@@ -115,9 +115,6 @@ def analyse(
     recs = contiguous(recs)
     # through an expression: `get_column` would write a literal out in the table for good
     recs = recs.hstack(table.select(pl.col("timestamp").gather(recs["row"])))
-    median = _float(steady["step"].median())
-    drift, steady_records = find_drift(steady), steady.height
-    steady_rows = steady.get_column("row")  # what is kept of it
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)

@@ -144,8 +144,9 @@ class Drift:
 
 
 def find_drift(steady: pl.DataFrame) -> Drift | None:
-    """Compare the medians of the first and last deciles of the steady records, in log order:
-    robust to what spikes remain, and checkable by hand. None below `MIN_DRIFT_RECORDS`."""
+    """Compare the medians of the first and last deciles of the steady records (`iteration`,
+    `interval`, `step`), in log order: robust to what spikes remain, and checkable by hand.
+    None below `MIN_DRIFT_RECORDS`."""
     if steady.height < MIN_DRIFT_RECORDS:
         return None
     tenth = steady.height // 10
@@ -155,7 +156,7 @@ def find_drift(steady: pl.DataFrame) -> Drift | None:
 
 
 def _median_and_span(records: pl.DataFrame) -> tuple[float, tuple[int, int]]:
-    span = (int(records["first"][0]), int(records["iteration"][-1]))
+    span = (int(records.head(1).select(first_iteration()).item()), int(records["iteration"][-1]))
     return float(records["step"].median()), span  # type: ignore[arg-type]
 
 

@@ -268,11 +268,13 @@ def measure(
     run: Run,
     facts: RunFacts,
     steady_step_s: float | None,
-    stalls_s: float,
+    logged: tuple[int, float],
     steady_rows: pl.Series | None = None,
 ) -> Efficiency:
     """FLOPs per iteration, then TFLOPS/GPU and MFU at the steady pace and over all time
-    (`stalls_s`: wall-clock time inside segments that no step time accounts for). The
+    (`logged`: the iterations the timed records cover, and their step time plus the stalls
+    between them, in seconds, as the analysis summed them: summed again here, they were a
+    copy of two columns of every record at the summary's peak). The
     framework's own TFLOPS are the median over the records at `steady_rows` (rows of the
     per-iteration table), the records the steady pace is taken over (all records when not
     given)."""
@@ -302,7 +304,7 @@ def measure(
             warnings.append("no timed iteration record: steady TFLOPS and MFU unknown")
         bf16 = facts.gpu.peak_tflops("bf16") if facts.gpu and facts.dtype == "fp8" else None
         figures = achieved(flops, steady_step_s, facts.num_gpus, peak_value, bf16)
-        overall = _overall(run.table, flops, facts.num_gpus, stalls_s, peak_value)
+        overall = _overall(flops, facts.num_gpus, *logged, peak_value)
     printed = _reported_per_gpu(run, facts.num_gpus)
     reported = _median(printed if steady_rows is None else printed.gather(steady_rows))
     shown = figures.tflops_per_gpu if figures else None
@@ -417,17 +419,9 @@ def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
 
 
 def _overall(
-    table: pl.DataFrame,
-    flops: FlopsResult,
-    num_gpus: int | None,
-    stalls_s: float,
-    peak: float | None,
+    flops: FlopsResult, num_gpus: int | None, iterations: int, seconds: float, peak: float | None
 ) -> float | None:
     """All logged model FLOPs over all logged time, warm-up, slow steps and stalls included."""
-    # in one piece, as the analysis's totals are: a sum's last digits depend on the chunks
-    timed = timed_records(table, ["interval", "step"]).rechunk()
-    iterations = int(timed["interval"].sum())
-    seconds = float((timed["step"] * timed["interval"]).sum()) + stalls_s
     if not num_gpus or not seconds or not peak:
         return None
     return utilisation(tflops_per_gpu(flops.per_iteration * iterations, seconds, num_gpus), peak)
