@@ -13,6 +13,8 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loganalyzer import spill
 from loganalyzer.analysis.phases import (
@@ -282,6 +284,41 @@ def test_timer_medians_are_those_of_the_per_iteration_timer_table(
         .sort("iteration", "phase")
         .equals(at.with_columns(pl.col("phase").cast(pl.String)).sort("iteration", "phase"))
     )
+
+
+_TIMER_NAMES = ["timer/forward-backward/max", "timer/optimizer", "timer/backward-compute"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.sampled_from(_TIMER_NAMES), st.integers(0, 9)),
+        min_size=65,  # two slices at least
+        max_size=200,
+    )
+)
+def test_timer_medians_count_each_iteration_once_however_the_rows_fall(
+    rows: list[tuple[int, str, int]],
+) -> None:
+    """Any order of timer rows, any phase logged again at any iteration, in slices of 64
+    rows: each phase's median over its per-iteration largest value."""
+    metrics = pl.DataFrame(
+        [(i, name, float(v), "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
+        schema=dict(METRICS_SCHEMA),
+        orient="row",
+    )
+    phase_of = timer_phases(_TIMER_NAMES)
+    expected = (
+        metrics.with_columns(phase=pl.col("name").cast(pl.String).replace_strict(phase_of))
+        .group_by("iteration", "phase")
+        .agg(pl.col("value").max())
+        .group_by("phase")
+        .agg(median=pl.col("value").median())
+        .sort("phase")
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(BUDGET_ENV, "1")  # every slice the fewest rows: spill.MIN_SLICE_ROWS
+        assert timer_medians(metrics, phase_of).equals(expected)
 
 
 def test_a_spill_folder_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Path) -> None:
