@@ -347,6 +347,42 @@ def test_a_spill_folder_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Pat
     assert "TMPDIR" in message and BUDGET_ENV in message
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_index_stops_once_where_the_spill_folder_cannot_take_the_tables(
+    tmp_path: Path, jobs: str
+) -> None:
+    """Every folder after the first would fail alike: `index` stops with the one line, in a
+    worker process too, and keeps the dataset it has written so far."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    fleet = tmp_path / "fleet"
+    for name in ("a", "b", "c"):
+        (fleet / name).mkdir(parents=True)
+        (fleet / name / "train.log").write_bytes(
+            (MEGATRON / "quirks" / "timers_minmax.log").read_bytes()
+        )
+    env = os.environ | {
+        BUDGET_ENV: TINY,
+        FOLDER_ENV: str(blocker / "spill"),
+        "PYTHONPATH": str(ROOT),
+    }
+    dataset = tmp_path / "index"
+    command = ["index", str(fleet), "--out", str(dataset), "--jobs", jobs, "-q", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "loganalyzer", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith(f"Error: {blocker / 'spill'}")
+    assert "cannot write the metrics" in message and "the index stopped after 0 runs" in message
+    assert (dataset / "manifest.parquet").exists()
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
 def test_a_full_disk_is_a_storage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """polars reports a full disk as its own ComputeError, not as an OSError."""

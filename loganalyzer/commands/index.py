@@ -30,7 +30,8 @@ it), and a row in manifest.parquet (inputs with size, modification time and fing
 status; error) and runs.parquet (headline figures). A second index reads only folders that
 are new or changed, or were analysed by an older schema, with other options or without the
 reports now asked for (all with --rebuild). A run that cannot be read is recorded with its
-error; the rest goes on (exit 0).
+error; the rest goes on (exit 0). A temporary folder that cannot take the tables spilled past
+the memory budget (full, not writable) stops the index (exit 1), keeping the runs done.
 
 ROOTS and --out may be local paths or fsspec URLs (s3://, gs://, file://, memory://).
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loganalyzer import __version__
-from loganalyzer.errors import UsageProblem
+from loganalyzer.errors import StorageError, UsageProblem
 from loganalyzer.fleet.discovery import find_runs
 from loganalyzer.fleet.document import runs_frame
 from loganalyzer.fleet.engines import Engine
@@ -108,6 +108,7 @@ def _index(
     if planned is not None:
         planned(len(tasks), result.bytes_analysed)
     since, last_write = 0, time.monotonic()
+    stopped: StorageError | None = None
     try:
         for outcomes in engine.map(analyse_folder, tasks):
             _replace_folder(dataset, entries, rows, outcomes)
@@ -123,9 +124,20 @@ def _index(
             if since >= CHECKPOINT_RUNS or time.monotonic() - last_write > CHECKPOINT_S:
                 _save(dataset, entries, rows)
                 since, last_write = 0, time.monotonic()
+    except StorageError as exc:  # every folder after would fail alike
+        stopped = exc
     finally:
-        _save(dataset, entries, rows)
-        write_table(dataset, FILES, files_frame(files))
+        try:
+            _save(dataset, entries, rows)
+            write_table(dataset, FILES, files_frame(files))
+        except OSError:
+            if stopped is None:  # else the disk that is full may be the dataset's too
+                raise
+    if stopped is not None:
+        raise StorageError(
+            f"{stopped}; the index stopped after {result.analysed} runs, which are kept: the"
+            " next `index` goes on from there"
+        ) from stopped
     result.found = result.skipped + result.analysed
     result.seconds = time.perf_counter() - began
     return result

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer import __version__
-from loganalyzer.errors import LogAnalyzerError
+from loganalyzer.errors import LogAnalyzerError, StorageError
 from loganalyzer.fleet.discovery import AMBIGUOUS, FolderSpec, registry
 from loganalyzer.fleet.document import failed_row, run_row
 from loganalyzer.fleet.layout import (
@@ -82,7 +82,9 @@ def analyse_folder(task: Task) -> list[Outcome]:
     """Read a folder's files once, tell its runs apart by the run-identity rules (as
     `summary --split-runs` does), analyse each and write its folder of the dataset. A
     failure is recorded, not raised: the whole folder's when it cannot be read, else the
-    run's. Long tables spilled on the way are removed once the folder's runs are written."""
+    run's; but a temporary folder that cannot take the long tables spilled past the memory
+    budget (`StorageError`) is raised, as every later folder would fail alike. Long tables
+    spilled on the way are removed once the folder's runs are written."""
     with scoped_folder():
         return _analysed(task)
 
@@ -113,6 +115,8 @@ def _analysed(task: Task) -> list[Outcome]:
                 mine = [by_path[p] for p in read if p in by_path]
                 outcomes.append(_analyse(task, run_id, loaded, mine or sources, paths, began))
                 began = time.perf_counter()
+    except StorageError:
+        raise  # every folder after this one would fail alike: the index stops (`indexer`)
     except (LogAnalyzerError, OSError) as exc:
         error = _with_urls(str(exc), paths, spec)
         outcomes = [_failed(task, spec.folder, error, sources, began)]
@@ -141,6 +145,8 @@ def _analyse(
         row = run_row(run_id, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
         _write_run(locate(task.dataset), key, run_id, loaded.run, document, report)
+    except StorageError:
+        raise
     except (LogAnalyzerError, OSError) as exc:
         return _failed(task, run_id, _with_urls(str(exc), paths, spec), sources, began)
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
