@@ -321,6 +321,23 @@ def test_timer_medians_count_each_iteration_once_however_the_rows_fall(
         assert timer_medians(metrics, phase_of).equals(expected)
 
 
+def test_a_timer_logged_twice_at_an_18_digit_iteration_is_counted_once() -> None:
+    """iteration * phases would wrap around 64 bits here (ten phases): the key is wider."""
+    phases = ["forward-backward", "forward-compute", "backward-compute", "batch-generator"]
+    phases += ["forward-recv", "forward-send", "backward-recv", "backward-send", "optimizer"]
+    names = [f"timer/{phase}" for phase in [*phases, "all-grads-sync"]]
+    big = 999_999_999_999_999_990
+    rows = [(big, names[0], 1.0), (big, names[0], 9.0), (big + 10, names[0], 3.0)]
+    rows += [(big, name, 1.0) for name in names[1:]]
+    metrics = pl.DataFrame(
+        [(i, name, v, "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
+        schema=dict(METRICS_SCHEMA),
+        orient="row",
+    )
+    medians = timer_medians(metrics, timer_phases(names))
+    assert medians.filter(pl.col("phase") == "forward-backward")["median"].item() == 6.0
+
+
 def test_a_spill_folder_that_cannot_be_made_is_one_line_and_exit_1(tmp_path: Path) -> None:
     """Where the spilled rows cannot go (here a folder under a file; a read-only or full
     disk alike), the command says where and what to do: no traceback."""

@@ -191,12 +191,11 @@ def _repeated(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.Series:
     A key is one integer, iteration * phases + the phase's number: sorted as one column, not
     as two (1.10 against 0.69 s on that log)."""
     phases = len(set(phase_of.values()))
-    key = pl.col("iteration") * phases + pl.col("phase").to_physical().cast(pl.Int64)
     within: list[pl.Series] = []
     seen: list[pl.Series] = []
-    for part in slices(metrics, row_bytes=KEY_ROW_BYTES):
-        keys = collect(_timer_rows(part, phase_of).select(key.alias("key")))["key"].sort()
-        iteration = (keys // phases).alias("iteration")
+    for part in slices(metrics, row_bytes=KEY_ROW_BYTES) if phases else ():
+        keys = _sorted_keys(_timer_rows(part, phase_of), phases)
+        iteration = (keys // phases).cast(pl.Int64).alias("iteration")
         same_iteration = iteration == iteration.shift(1)
         within.append(iteration.filter(keys == keys.shift(1)))
         seen.append(iteration.filter(~same_iteration.fill_null(False)))
@@ -204,6 +203,21 @@ def _repeated(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.Series:
         return pl.Series("iteration", [], dtype=pl.Int64)
     repeated: pl.Series = pl.concat([*within, in_several(seen)])
     return repeated.unique()
+
+
+def _sorted_keys(rows: pl.LazyFrame, phases: int) -> pl.Series:
+    """The timer rows' keys, iteration * phases + the phase's number, sorted: 64-bit, unless an
+    iteration is so large (numbers of up to 18 digits are read) that its key would wrap
+    around, then 128-bit (slower to compute and sort)."""
+    iteration, phase = pl.col("iteration"), pl.col("phase").to_physical()
+    fits = iteration.abs() <= (2**63 - 1) // phases - phases
+    key = pl.when(fits).then(iteration * phases + phase.cast(pl.Int64))
+    keys: pl.Series = collect(rows.select(key.alias("key")))["key"]
+    if keys.null_count():
+        wide = iteration.cast(pl.Int128) * phases + phase.cast(pl.Int128)
+        keys = collect(rows.select(wide.alias("key")))["key"]
+    ordered: pl.Series = keys.sort()
+    return ordered
 
 
 def in_several(distinct: list[pl.Series]) -> pl.Series:
