@@ -4,6 +4,9 @@ confidence, and with the command line's overrides said out loud."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from loganalyzer.flops.efficiency import measure, resolve_facts
 from loganalyzer.load import load_run
 from loganalyzer.registry import load_registry
 from loganalyzer.summary import build_summary
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 
 LLAMA = FIXTURES / "megatron" / "core_0_12_llama3_8b_throughput.log"
 BIGSCIENCE = FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"
@@ -41,6 +44,31 @@ def test_reported_tflops_are_taken_over_the_steady_records() -> None:
     assert efficiency.recomputed_over_reported == pytest.approx(
         (efficiency.tflops_per_gpu or 0) / (efficiency.reported_tflops_per_gpu or 1)
     )
+
+
+def test_logged_time_is_the_same_whatever_the_cores() -> None:
+    """Sums of 500,000 step times (the logged time, the segments' clock), summed by polars
+    with one, two and four threads: the same numbers to the last bit (an expression's sum
+    and a hashed group's cut their column by thread)."""
+    code = (
+        "import numpy as np; from tests.analysis_factories import make_table;"
+        "from loganalyzer.model import empty_metrics; from loganalyzer.analysis import analyse;"
+        "from loganalyzer.analysis.goodput import segments_clock;"
+        "steps = np.random.default_rng(1).lognormal(0, 0.3, 500_000).tolist();"
+        "table = make_table(steps, iterations=range(1, 500_001));"
+        "print(analyse(table, empty_metrics()).time.logged_s.hex(), segments_clock(table))"
+    )
+    printed = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env=os.environ | {"POLARS_MAX_THREADS": threads, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for threads in ("1", "2", "4")
+    }
+    assert len(printed) == 1, printed
 
 
 def test_goodput_mfu_counts_kept_work_over_the_wall_clock() -> None:

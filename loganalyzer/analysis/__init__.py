@@ -88,7 +88,9 @@ def analyse(
     # once the slow steps' working columns are freed: neither is held at the peak.
     recs = timed_records(table, ["segment", "iteration", "interval", "step"], positions=True)
     recs = contiguous(recs)  # one copy of the few columns read, each in one piece
-    logged_s = float(recs.select((pl.col("step") * pl.col("interval")).sum()).item())
+    # a Series' sum: an expression's cuts a long column between polars' threads, and its last
+    # digits would depend on the machine's cores
+    logged_s = float(recs.select(pl.col("step") * pl.col("interval")).to_series().sum())
     mean, p90, fastest, slowest = _spread(recs["step"])
     recs = recs.with_columns(warmup_flags(recs, warmup))
     # The records are held once while slow steps are found: as the warm-up records (each

@@ -7,9 +7,9 @@ first iteration a record covers.
 Segments are numbered in log order (each restart and each file starts the next one), so the
 `segment` column is normally sorted. `by_segment` is then the key flagged sorted: polars
 partitions by it by slicing instead of hashing, several times cheaper for a window over a
-million records. It is for windows (shift, rank, median, first, last), not for sums: a sum
-over a sorted slice adds in log order, not pairwise as over a hashed group or a whole
-column, and a total would move in its last bits.
+million records. It is the key for sums too: a hashed group's sum is cut between polars'
+threads, so its last digits would change with the machine's cores; a slice's are the same
+on any machine (though not a whole column's: the column is summed pairwise).
 """
 
 from __future__ import annotations

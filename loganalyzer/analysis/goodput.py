@@ -144,7 +144,9 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
     # gathers every group's rows
     spans = (
         recs.with_columns(skipped.alias("unlogged"), work.alias("work"))
-        .group_by("segment", maintain_order=True)
+        # in slices: a hashed group's sum cuts it between polars' threads, and its last
+        # digits would depend on the machine's cores
+        .group_by(by_segment(recs), maintain_order=True)
         .agg(
             pl.col("timestamp").first().alias("first_stamp"),
             pl.col("timestamp").last().alias("last_stamp"),

@@ -163,7 +163,9 @@ def _sustained(labelled: pl.DataFrame, pace: float) -> tuple[Sustained, ...]:
     own_share = pl.when("slow").then("level").otherwise("step")
     rows = (
         labelled.filter(pl.col("event").is_not_null())
-        .group_by("event", maintain_order=True)
+        # in slices (events are numbered in log order): a hashed group's sum is cut between
+        # polars' threads, and its last digits would depend on the machine's cores
+        .group_by(pl.col("event").set_sorted(), maintain_order=True)
         .agg(
             pl.col("segment").first(),
             first_iteration().first().alias("start_iteration"),
