@@ -73,8 +73,8 @@ def contiguous(frame: pl.DataFrame) -> pl.DataFrame:
 
 def rejoined(warm: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
     """The timed records again from their warm-up records and the rest, both in log order
-    (by `row`): one after the other when every warm-up record comes first (one segment),
-    else merged by row."""
+    (by `row`): one after the other when every warm-up record comes first (one segment, or
+    warm-up in the first segment only), else merged by row."""
     if warm.is_empty():
         return rest
     if rest.is_empty() or warm.select(pl.col("row").max()).item() < rest.item(0, "row"):
