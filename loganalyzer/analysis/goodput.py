@@ -131,7 +131,8 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
     """Seconds the segments span on the clock; of those, the seconds of iterations a
     timestamped segment ran but the log does not show (a cut log: at the pace of the next
     record shown, as `restarts.find_stalls` assumes); and how the clock was measured."""
-    recs = timed_records(table)
+    # only the columns read: a filter copies every column it is given
+    recs = timed_records(table, ["segment", "iteration", "interval", "step", "timestamp"])
     if recs.is_empty():
         return 0.0, 0.0, "no timed records"
     work = pl.col("step") * pl.col("interval")
@@ -140,13 +141,16 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
         - pl.col("iteration").shift(1).over(by_segment(recs))
         - pl.col("interval")
     ).clip(lower_bound=0).fill_null(0) * pl.col("step")
+    # Summed in slices, by a sorted key: a hashed group's sum is cut between polars' threads,
+    # and its last digits would depend on the machine's cores. Polars puts a frame in one
+    # piece to slice it: only the four columns aggregated are given (6 MB less for 365,000
+    # records than the records with the two added).
+    aggregated = recs.select("segment", "timestamp", skipped.alias("unlogged"), work.alias("work"))
+    del recs
     # plain aggregations, the span taken after: an expression over aggregates inside `agg`
     # gathers every group's rows
     spans = (
-        recs.with_columns(skipped.alias("unlogged"), work.alias("work"))
-        # in slices: a hashed group's sum cuts it between polars' threads, and its last
-        # digits would depend on the machine's cores
-        .group_by(by_segment(recs), maintain_order=True)
+        aggregated.group_by(by_segment(aggregated), maintain_order=True)
         .agg(
             pl.col("timestamp").first().alias("first_stamp"),
             pl.col("timestamp").last().alias("last_stamp"),
