@@ -135,11 +135,10 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
     recs = timed_records(table, ["segment", "iteration", "interval", "step", "timestamp"])
     if recs.is_empty():
         return 0.0, 0.0, "no timed records"
+    segment = by_segment(recs)  # the same key for the window and the sums
     work = pl.col("step") * pl.col("interval")
     skipped = (
-        pl.col("iteration")
-        - pl.col("iteration").shift(1).over(by_segment(recs))
-        - pl.col("interval")
+        pl.col("iteration") - pl.col("iteration").shift(1).over(segment) - pl.col("interval")
     ).clip(lower_bound=0).fill_null(0) * pl.col("step")
     # Summed in slices, by a sorted key: a hashed group's sum is cut between polars' threads,
     # and its last digits would depend on the machine's cores. Polars puts a frame in one
@@ -150,7 +149,7 @@ def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
     # plain aggregations, the span taken after: an expression over aggregates inside `agg`
     # gathers every group's rows
     spans = (
-        aggregated.group_by(by_segment(aggregated), maintain_order=True)
+        aggregated.group_by(segment, maintain_order=True)
         .agg(
             pl.col("timestamp").first().alias("first_stamp"),
             pl.col("timestamp").last().alias("last_stamp"),
