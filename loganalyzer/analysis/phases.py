@@ -197,8 +197,11 @@ def _repeated(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.Series:
         keys = _sorted_keys(_timer_rows(part, phase_of), phases)
         iteration = (keys // phases).cast(pl.Int64).alias("iteration")
         same_iteration = iteration == iteration.shift(1)
-        within.append(iteration.filter(keys == keys.shift(1)))
-        seen.append(iteration.filter(~same_iteration.fill_null(False)))
+        # shrunk, as they are held through every slice: unshrunk, these small filter results
+        # kept about ten times their size resident (the 4 GB 2021-format bench log: +374 MiB
+        # in this loop, +64 MiB shrunk)
+        within.append(iteration.filter(keys == keys.shift(1)).shrink_to_fit())
+        seen.append(iteration.filter(~same_iteration.fill_null(False)).shrink_to_fit())
     if not seen:
         return pl.Series("iteration", [], dtype=pl.Int64)
     repeated: pl.Series = pl.concat([*within, in_several(seen)])
