@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from loganalyzer import spill
 from loganalyzer.analysis.phases import (
+    timer_means,
     timer_medians,
     timer_phases,
     timer_values,
@@ -319,6 +320,54 @@ def test_timer_medians_count_each_iteration_once_however_the_rows_fall(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(BUDGET_ENV, "1")  # every slice the fewest rows: spill.MIN_SLICE_ROWS
         assert timer_medians(metrics, phase_of).equals(expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.sampled_from(_TIMER_NAMES), st.integers(0, 9)),
+        min_size=65,  # two slices at least
+        max_size=200,
+    ),
+    st.sampled_from([{"forward-backward", "optimizer", "backward-compute"}, {"optimizer"}]),
+    st.sampled_from([3, 7, 1000]),
+)
+def test_timer_means_average_each_iteration_once_however_the_rows_fall(
+    rows: list[tuple[int, str, int]], phases: set[str], buckets: int
+) -> None:
+    """In slices of 64 rows, any order and repeat of rows: each phase's per-iteration largest
+    value, averaged over `buckets` runs of as many iterations (by rank among those with the
+    phases read), as from the whole table at once; each iteration alone when there are no
+    more of them than buckets. Whole values, so that any order of summing is exact."""
+    metrics = pl.DataFrame(
+        [(i, name, float(v), "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
+        schema=dict(METRICS_SCHEMA),
+        orient="row",
+    )
+    per_iteration = (
+        metrics.with_columns(
+            phase=pl.col("name").cast(pl.String).replace_strict(timer_phases(_TIMER_NAMES))
+        )
+        .filter(pl.col("phase").is_in(list(phases)))
+        .group_by("iteration", "phase")
+        .agg(pl.col("value").max())
+    )
+    iterations = per_iteration["iteration"].n_unique()
+    expected = (
+        per_iteration.with_columns(
+            bucket=(pl.col("iteration").rank("dense").cast(pl.Int64) - 1) * buckets // iterations
+        )
+        .group_by("bucket", "phase")
+        .agg(pl.col("iteration").min(), pl.col("value").mean())
+        .select("iteration", "phase", "value")
+        if iterations > buckets
+        else per_iteration
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(BUDGET_ENV, "1")  # every slice the fewest rows: spill.MIN_SLICE_ROWS
+        assert len(slices(metrics)) > 1
+        means = timer_means(metrics, phases, buckets)
+    assert means.sort("iteration", "phase").equals(expected.sort("iteration", "phase"))
 
 
 def test_a_timer_logged_twice_at_an_18_digit_iteration_is_counted_once() -> None:

@@ -17,7 +17,7 @@ logged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -126,17 +126,19 @@ def _timer_rows(frame: pl.LazyFrame, phase_of: Mapping[str, str]) -> pl.LazyFram
     )
 
 
-def timer_values(metrics: Metrics) -> pl.DataFrame:
+def timer_values(metrics: Metrics, phase_of: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`
-    (an Enum of the phases logged, in name order), `value`. Start-up timers (no iteration)
-    are left out.
+    (an Enum of the phases read, in name order), `value`. Start-up timers (no iteration)
+    are left out. `phase_of` (`timer_phases` of the names read) reads only some timers; by
+    default, every one.
 
-    This table is as long as the per-iteration table times the phases (for the report's
-    chart; the summary reads `timer_medians` and `timer_values_at`): it is aggregated a slice
-    of the long table at a time (a group-by over the whole holds several times its result
-    while it runs); iterations whose timers fall in two slices (or were logged again after a
-    restart) are aggregated once more."""
-    phase_of = timer_phases(metric_names(metrics))
+    This table is as long as the per-iteration table times the phases: it is aggregated a
+    slice of the long table at a time (a group-by over the whole holds several times its
+    result while it runs); iterations whose timers fall in two slices (or were logged again
+    after a restart) are aggregated once more. A run of many iterations is better read as
+    `timer_means`."""
+    if phase_of is None:
+        phase_of = timer_phases(metric_names(metrics))
     parts = [
         collect(
             _timer_rows(part, phase_of).group_by("iteration", "phase").agg(pl.col("value").max())
@@ -152,6 +154,79 @@ def timer_values(metrics: Metrics) -> pl.DataFrame:
     again = pl.col("iteration").is_in(split.implode())
     merged = values.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
     return pl.concat([values.filter(~again), merged], rechunk=False)
+
+
+def logged_phases(metrics: Metrics) -> set[str]:
+    """The phases logged at some iteration (start-up timers have none)."""
+    rows = _timer_rows(metrics.lazy(), timer_phases(metric_names(metrics)))
+    found = collect(rows.select(pl.col("phase").unique()))["phase"]
+    return set(found.cast(pl.String).to_list())
+
+
+def timer_means(metrics: Metrics, phases: Collection[str], buckets: int) -> pl.DataFrame:
+    """`timer_values` of `phases`, averaged over `buckets` runs of as many consecutive
+    iterations (by rank) when more iterations than that have them: columns `iteration` (a
+    bucket's first with the phase), `phase` (text), `value` (the mean of the bucket's
+    per-iteration values).
+
+    The per-iteration values are never all held (a report's chart of a 1 GB 2021-format
+    log's 12 M took 1.7 GB): the long table is read a slice at a time, once for the
+    iterations with timers and once for the buckets' sums; an iteration whose timers fall in
+    two slices (or were logged again after a restart) is read on its own."""
+    phase_of = {
+        name: phase
+        for name, phase in timer_phases(metric_names(metrics)).items()
+        if phase in phases
+    }
+    parts = slices(metrics)
+    distinct = [
+        # shrunk, as they are held through every slice (see `_repeated`)
+        collect(_timer_rows(part, phase_of).select(pl.col("iteration").unique()))
+        .get_column("iteration")
+        .shrink_to_fit()
+        for part in parts
+    ]
+    ordered = pl.concat(distinct).sort() if distinct else pl.Series("iteration", [], pl.Int64)
+    iterations = ordered.filter((ordered != ordered.shift(1)).fill_null(True))
+    if iterations.len() <= buckets:
+        values = timer_values(metrics, phase_of)
+        return values.with_columns(pl.col("phase").cast(pl.String))
+    split = in_several(distinct)
+    del ordered, distinct
+
+    def sums(values: pl.DataFrame) -> pl.DataFrame:
+        """Per bucket and phase, the first iteration, the sum of the values and their count."""
+        rank = iterations.search_sorted(values["iteration"], side="left").cast(pl.Int64)
+        return (
+            values.with_columns(bucket=rank * buckets // iterations.len())
+            .group_by("bucket", "phase")
+            .agg(pl.col("iteration").min(), pl.col("value").sort().sum(), count=pl.len())
+        )
+
+    again = pl.col("iteration").is_in(split.implode())
+    partial = [
+        sums(
+            collect(
+                _timer_rows(part, phase_of)
+                .filter(~again)
+                .group_by("iteration", "phase")
+                .agg(pl.col("value").max())
+            )
+        )
+        for part in parts
+    ]
+    rows = _timer_rows(metrics.lazy(), phase_of).filter(again)
+    partial.append(sums(collect(rows.group_by("iteration", "phase").agg(pl.col("value").max()))))
+    return (
+        pl.concat(partial)
+        .group_by("bucket", "phase")
+        .agg(
+            pl.col("iteration").min(),
+            (pl.col("value").sort().sum() / pl.col("count").sum()).alias("value"),
+        )
+        .sort("bucket", "phase")
+        .select("iteration", pl.col("phase").cast(pl.String), "value")
+    )
 
 
 def timer_medians(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis.medians import grouped_median
-from loganalyzer.analysis.phases import parent_of, timer_values
+from loganalyzer.analysis.phases import logged_phases, parent_of, timer_means
 from loganalyzer.model import Metrics, Run
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.viewmodel import Chart, ChartFacts
@@ -411,22 +411,13 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
 
 def _timers(metrics: Metrics) -> Chart | None:
     """Timer phases per record, stacked (the max across ranks where both are logged)."""
-    timers = timer_values(metrics).with_columns(pl.col("phase").cast(pl.String))
-    if not timers.height:
+    logged = logged_phases(metrics)
+    if not logged:
         return None
-    logged = set(timers["phase"].unique().to_list())
     enclosing = {parent_of(phase, logged) for phase in logged} - {None}
-    leaves = timers.filter(~pl.col("phase").is_in(list(enclosing)))  # stacked, never nested
-    if leaves.height:
-        timers = leaves
-    iterations = timers["iteration"].unique().sort()
-    if iterations.len() > TIMER_BUCKETS:  # averaged per bucket of records: a stack has no min/max
-        rank = pl.col("iteration").rank("dense") - 1
-        timers = (
-            timers.with_columns((rank * TIMER_BUCKETS // iterations.len()).alias("bucket"))
-            .group_by("bucket", "phase")
-            .agg(pl.col("iteration").min(), pl.col("value").sort().mean())
-        )
+    leaves = logged - enclosing  # stacked, never nested
+    # averaged per bucket of records: a stack has no min/max
+    timers = timer_means(metrics, leaves or logged, TIMER_BUCKETS)
     ranked = (
         timers.group_by("phase")
         .agg(pl.col("value").sort().sum())
