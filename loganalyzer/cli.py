@@ -82,9 +82,10 @@ class _Group(click.Group):
 def main(ctx: click.Context, debug: bool) -> None:
     """How efficiently did a training run use its hardware?
 
-    Reads what a run left behind (Megatron-LM, Megatron-DeepSpeed stdout logs; more formats
-    through parser plugins) and reports step times, TFLOPS and MFU recomputed with one
-    documented formula, slow steps, stalls and restarts.
+    Reads what a run left behind (Megatron-LM, Megatron-DeepSpeed, DeepSpeed and Hugging
+    Face Trainer logs, TensorBoard event files, W&B runs; more formats through parser
+    plugins) and reports step times, TFLOPS and MFU recomputed with one documented formula,
+    slow steps, stalls and restarts.
 
     \b
     Exit codes: 0 success; 1 an input could not be read or held nothing usable;
