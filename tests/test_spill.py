@@ -288,26 +288,31 @@ def test_timer_medians_are_those_of_the_per_iteration_timer_table(
 
 
 _TIMER_NAMES = ["timer/forward-backward/max", "timer/optimizer", "timer/backward-compute"]
+# Timer rows (iteration, name, whole value) in any order, any phase again at any iteration.
+_TIMER_ROWS = st.lists(
+    st.tuples(st.integers(0, 60), st.sampled_from(_TIMER_NAMES), st.integers(0, 9)),
+    min_size=65,  # two slices at least
+    max_size=200,
+)
+
+
+def _timer_table(rows: list[tuple[int, str, int]]) -> pl.DataFrame:
+    """A long table of `rows`."""
+    return pl.DataFrame(
+        [(i, name, float(v), "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
+        schema=dict(METRICS_SCHEMA),
+        orient="row",
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 60), st.sampled_from(_TIMER_NAMES), st.integers(0, 9)),
-        min_size=65,  # two slices at least
-        max_size=200,
-    )
-)
+@given(_TIMER_ROWS)
 def test_timer_medians_count_each_iteration_once_however_the_rows_fall(
     rows: list[tuple[int, str, int]],
 ) -> None:
     """Any order of timer rows, any phase logged again at any iteration, in slices of 64
     rows: each phase's median over its per-iteration largest value."""
-    metrics = pl.DataFrame(
-        [(i, name, float(v), "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
-        schema=dict(METRICS_SCHEMA),
-        orient="row",
-    )
+    metrics = _timer_table(rows)
     phase_of = timer_phases(_TIMER_NAMES)
     expected = (
         metrics.with_columns(phase=pl.col("name").cast(pl.String).replace_strict(phase_of))
@@ -324,11 +329,7 @@ def test_timer_medians_count_each_iteration_once_however_the_rows_fall(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(
-        st.tuples(st.integers(0, 60), st.sampled_from(_TIMER_NAMES), st.integers(0, 9)),
-        min_size=65,  # two slices at least
-        max_size=200,
-    ),
+    _TIMER_ROWS,
     st.sampled_from([{"forward-backward", "optimizer", "backward-compute"}, {"optimizer"}]),
     st.sampled_from([3, 7, 1000]),
 )
@@ -339,11 +340,7 @@ def test_timer_means_average_each_iteration_once_however_the_rows_fall(
     value, averaged over `buckets` runs of as many iterations (by rank among those with the
     phases read), as from the whole table at once; each iteration alone when there are no
     more of them than buckets. Whole values, so that any order of summing is exact."""
-    metrics = pl.DataFrame(
-        [(i, name, float(v), "x.log", None, k) for k, (i, name, v) in enumerate(rows)],
-        schema=dict(METRICS_SCHEMA),
-        orient="row",
-    )
+    metrics = _timer_table(rows)
     per_iteration = (
         metrics.with_columns(
             phase=pl.col("name").cast(pl.String).replace_strict(timer_phases(_TIMER_NAMES))
