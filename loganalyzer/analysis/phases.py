@@ -170,7 +170,7 @@ def timer_means(metrics: Metrics, phases: Collection[str], buckets: int) -> pl.D
     per-iteration values).
 
     The per-iteration values are never all held (a report's chart of a 1 GB 2021-format
-    log's 12 M took 1.7 GB): the long table is read a slice at a time, once for the
+    log's 12 M took 1.8 GB): the long table is read a slice at a time, once for the
     iterations with timers and once for the buckets' sums; an iteration whose timers fall in
     two slices (or were logged again after a restart) is read on its own."""
     phase_of = {
