@@ -17,8 +17,9 @@ logged.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
 
@@ -126,6 +127,14 @@ def _timer_rows(frame: pl.LazyFrame, phase_of: Mapping[str, str]) -> pl.LazyFram
     )
 
 
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def _per_iteration(rows: Frame) -> Frame:
+    """A phase's value at an iteration: the largest logged there (ranks' copies, a restart)."""
+    return rows.group_by("iteration", "phase").agg(pl.col("value").max())
+
+
 def timer_values(metrics: Metrics, phase_of: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Per iteration and phase, the largest logged value (ms): columns `iteration`, `phase`
     (an Enum of the phases read, in name order), `value`. Start-up timers (no iteration)
@@ -139,12 +148,7 @@ def timer_values(metrics: Metrics, phase_of: Mapping[str, str] | None = None) ->
     `timer_means`."""
     if phase_of is None:
         phase_of = timer_phases(metric_names(metrics))
-    parts = [
-        collect(
-            _timer_rows(part, phase_of).group_by("iteration", "phase").agg(pl.col("value").max())
-        )
-        for part in slices(metrics)
-    ]
+    parts = [collect(_per_iteration(_timer_rows(part, phase_of))) for part in slices(metrics)]
     if not parts:
         return collect(_timer_rows(metrics.lazy(), phase_of))
     values = pl.concat(parts, rechunk=False)
@@ -152,32 +156,28 @@ def timer_values(metrics: Metrics, phase_of: Mapping[str, str] | None = None) ->
     if split.is_empty():
         return values
     again = pl.col("iteration").is_in(split.implode())
-    merged = values.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
+    merged = _per_iteration(values.filter(again))
     return pl.concat([values.filter(~again), merged], rechunk=False)
 
 
-def logged_phases(metrics: Metrics) -> set[str]:
-    """The phases logged at some iteration (start-up timers have none)."""
-    rows = _timer_rows(metrics.lazy(), timer_phases(metric_names(metrics)))
+def logged_phases(metrics: Metrics, phase_of: Mapping[str, str]) -> set[str]:
+    """The phases logged at some iteration (start-up timers have none); `phase_of` is
+    `timer_phases` of the table's metric names."""
+    rows = _timer_rows(metrics.lazy(), phase_of)
     found = collect(rows.select(pl.col("phase").unique()))["phase"]
     return set(found.cast(pl.String).to_list())
 
 
-def timer_means(metrics: Metrics, phases: Collection[str], buckets: int) -> pl.DataFrame:
-    """`timer_values` of `phases`, averaged over `buckets` runs of as many consecutive
-    iterations (by rank) when more iterations than that have them: columns `iteration` (a
-    bucket's first with the phase), `phase` (text), `value` (the mean of the bucket's
-    per-iteration values).
+def timer_means(metrics: Metrics, phase_of: Mapping[str, str], buckets: int) -> pl.DataFrame:
+    """`timer_values` of the timers of `phase_of` (`timer_phases` of the names read),
+    averaged over `buckets` runs of as many consecutive iterations (by rank) when more
+    iterations than that have them: columns `iteration` (a bucket's first with the phase),
+    `phase` (text), `value` (the mean of the bucket's per-iteration values).
 
     The per-iteration values are never all held (a report's chart of a 1 GB 2021-format
     log's 12 M took 1.8 GB): the long table is read a slice at a time, once for the
     iterations with timers and once for the buckets' sums; an iteration whose timers fall in
     two slices (or were logged again after a restart) is read on its own."""
-    phase_of = {
-        name: phase
-        for name, phase in timer_phases(metric_names(metrics)).items()
-        if phase in phases
-    }
     parts = slices(metrics)
     distinct = [
         # shrunk, as they are held through every slice (see `_repeated`)
@@ -187,12 +187,13 @@ def timer_means(metrics: Metrics, phases: Collection[str], buckets: int) -> pl.D
         for part in parts
     ]
     ordered = pl.concat(distinct).sort() if distinct else pl.Series("iteration", [], pl.Int64)
+    del distinct
     iterations = ordered.filter((ordered != ordered.shift(1)).fill_null(True))
     if iterations.len() <= buckets:
         values = timer_values(metrics, phase_of)
         return values.with_columns(pl.col("phase").cast(pl.String))
-    split = in_several(distinct)
-    del ordered, distinct
+    split = _repeats(ordered)
+    del ordered
 
     def sums(values: pl.DataFrame) -> pl.DataFrame:
         """Per bucket and phase, the first iteration, the sum of the values and their count."""
@@ -204,19 +205,9 @@ def timer_means(metrics: Metrics, phases: Collection[str], buckets: int) -> pl.D
         )
 
     again = pl.col("iteration").is_in(split.implode())
-    partial = [
-        sums(
-            collect(
-                _timer_rows(part, phase_of)
-                .filter(~again)
-                .group_by("iteration", "phase")
-                .agg(pl.col("value").max())
-            )
-        )
-        for part in parts
-    ]
-    rows = _timer_rows(metrics.lazy(), phase_of).filter(again)
-    partial.append(sums(collect(rows.group_by("iteration", "phase").agg(pl.col("value").max()))))
+    unsplit = [_timer_rows(part, phase_of).filter(~again) for part in parts]
+    split_rows = _timer_rows(metrics.lazy(), phase_of).filter(again)
+    partial = [sums(collect(_per_iteration(rows))) for rows in [*unsplit, split_rows]]
     return (
         pl.concat(partial)
         .group_by("bucket", "phase")
@@ -242,9 +233,7 @@ def timer_medians(metrics: Metrics, phase_of: Mapping[str, str]) -> pl.DataFrame
     repeated = _repeated(metrics, phase_of)
     if not repeated.is_empty():
         again = pl.col("iteration").is_in(repeated.implode())
-        merged = collect(
-            rows.filter(again).group_by("iteration", "phase").agg(pl.col("value").max())
-        )
+        merged = collect(_per_iteration(rows.filter(again)))
         rows = pl.concat([rows.filter(~again), merged.lazy()])
     medians = grouped_median(rows.select("phase", "value"), ["phase"])
     return medians.sort("phase").select(pl.col("phase").cast(pl.String), median="value")
@@ -304,8 +293,12 @@ def in_several(distinct: list[pl.Series]) -> pl.Series:
 
     Found by sorting, as values equal to the one before: `is_duplicated` over them all
     groups every value, and held about 80 MB for a million iterations while it ran."""
-    values: pl.Series = pl.concat(distinct).sort()
-    found: pl.Series = values.filter(values == values.shift(1)).unique(maintain_order=True)
+    return _repeats(pl.concat(distinct).sort())
+
+
+def _repeats(ordered: pl.Series) -> pl.Series:
+    """The values of sorted `ordered` found more than once, each once, in order."""
+    found: pl.Series = ordered.filter(ordered == ordered.shift(1)).unique(maintain_order=True)
     return found
 
 
@@ -317,9 +310,7 @@ def timer_values_at(
     rows = _timer_rows(metrics.lazy(), phase_of).filter(
         pl.col("iteration").is_in(iterations.unique().implode())
     )
-    return collect(rows.group_by("iteration", "phase").agg(pl.col("value").max())).with_columns(
-        pl.col("phase").cast(pl.String)
-    )
+    return collect(_per_iteration(rows)).with_columns(pl.col("phase").cast(pl.String))
 
 
 def parent_of(phase: str, logged: set[str]) -> str | None:

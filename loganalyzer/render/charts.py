@@ -16,10 +16,11 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis.medians import grouped_median
-from loganalyzer.analysis.phases import logged_phases, parent_of, timer_means
+from loganalyzer.analysis.phases import logged_phases, parent_of, timer_means, timer_phases
 from loganalyzer.model import Metrics, Run
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.viewmodel import Chart, ChartFacts
+from loganalyzer.spill import metric_names
 
 ACCENT = "#1f5f99"
 INK = "#344054"
@@ -411,13 +412,16 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
 
 def _timers(metrics: Metrics) -> Chart | None:
     """Timer phases per record, stacked (the max across ranks where both are logged)."""
-    logged = logged_phases(metrics)
+    phase_of = timer_phases(metric_names(metrics))
+    logged = logged_phases(metrics, phase_of)
     if not logged:
         return None
     enclosing = {parent_of(phase, logged) for phase in logged} - {None}
-    leaves = logged - enclosing  # stacked, never nested
+    drawn = logged - enclosing or logged  # stacked, never nested
     # averaged per bucket of records: a stack has no min/max
-    timers = timer_means(metrics, leaves or logged, TIMER_BUCKETS)
+    timers = timer_means(
+        metrics, {name: phase for name, phase in phase_of.items() if phase in drawn}, TIMER_BUCKETS
+    )
     ranked = (
         timers.group_by("phase")
         .agg(pl.col("value").sort().sum())
