@@ -14,6 +14,7 @@ not cover iteration 1: it joins an earlier run only when it is past that run's l
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +22,7 @@ from datetime import datetime
 import polars as pl
 
 from loganalyzer.merge import order_key
-from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Run, SourceInfo
+from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Run
 from loganalyzer.render.numbers import iterations, plural
 
 # The facts that make two parts the same run: the model's shape, the world size and the
@@ -109,7 +110,7 @@ def _lines(
         within = within | line.is_null()
     table = run.table.filter(within)
     table = table.with_columns(segment=(pl.col("segment").rank("dense") - 1).cast(pl.Int32))
-    sources = [SourceInfo(s.path, s.format, table.height) for s in run.sources]
+    sources = [dataclasses.replace(s, records=table.height) for s in run.sources]
     return Run(
         framework=run.framework,
         config=config,

@@ -123,6 +123,12 @@ class SourceInfo:
     path: str
     format: str
     records: int
+    # The resolution, in seconds, of the clock this source's step times were read from, when
+    # it is coarse enough to matter (tqdm's elapsed time prints whole seconds: 1.0); None when
+    # the source states step times finely (milliseconds or better). No record is slower than
+    # its pace by less than this, and the pace of such a source comes from its cumulative
+    # clock over many steps rather than from the median of quantised differences.
+    clock_resolution_s: float | None = None
 
 
 @dataclass
