@@ -32,7 +32,10 @@ STEP_TIME_SOURCES = {
         "the cumulative train_runtime of each logged entry as printed (transformers 5 rounds"
         " it to 4 significant digits)"
     ),
-    "tqdm": "the progress bar's elapsed time at each logged step (1 s resolution)",
+    "tqdm": (
+        "the progress bar at each logged step: its own rate where its elapsed clock (whole"
+        " seconds) agrees with it, else the elapsed time (1 s resolution)"
+    ),
     "average": (
         "the run's average (train_runtime / steps) on every record: MFU holds overall, but"
         " slow steps and stalls cannot be seen"

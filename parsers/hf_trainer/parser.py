@@ -11,7 +11,7 @@ import polars as pl
 
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
-from loganalyzer.parsers.hf_trainer import output_dir, stdout
+from loganalyzer.parsers.hf_trainer import numbering, output_dir, stdout
 from loganalyzer.parsers.hf_trainer.entries import (
     STEP_TIME_SOURCES,
     iteration_table,
@@ -37,6 +37,13 @@ STDOUT_LITERALS = (
     "{'train_runtime': ",
     "{'eval_loss': ",
 )
+# The Trainer's training bar: tqdm with no description (`  3%|▎   | 6/200 [00:05<02:51, ...`),
+# at the start of a line or after a carriage return (`\r`, or `^M` as text copied from a
+# terminal shows it).
+BARE_BAR = re.compile(r"(?:^|\r|\^M)\s{0,3}\d{1,3}%\|[^|\n\r]{0,200}\| *(\d+)/(\d+) \[\d", re.M)
+# A file of bars only (no dict, no training block) is claimed below the formats' own markers:
+# a bar is the Trainer's only if nothing else claims the file.
+BARS_ONLY_SCORE = 0.5
 # A trainer_state.json saved under another name (a copy, an excerpt).
 STATE_MARKER = re.compile(r'^\s*"log_history": \[', re.M)
 FRAMEWORK = "hf-trainer"
@@ -59,14 +66,25 @@ class HfTrainerParser:
             return 0.0
         if '"log_history": [' in head and STATE_MARKER.search(head):
             return 0.9
-        if not any(literal in head for literal in STDOUT_LITERALS):
-            return 0.0
-        return 0.9 if STDOUT_MARKERS.search(head) else 0.0
+        if any(literal in head for literal in STDOUT_LITERALS) and STDOUT_MARKERS.search(head):
+            return 0.9
+        return BARS_ONLY_SCORE if "%|" in head and _advancing_bar(head) else 0.0
 
     def parse(self, path: Path) -> Run:
         if path.name == output_dir.STATE or STATE_MARKER.search(read_head(path, 65536)):
             return _from_output_dir(path)
         return _from_stdout(path)
+
+
+def _advancing_bar(head: str) -> bool:
+    """Two updates of one bare progress bar: the same total, another count."""
+    counts: dict[str, set[str]] = {}
+    for match in BARE_BAR.finditer(head):
+        seen = counts.setdefault(match.group(2), set())
+        seen.add(match.group(1))
+        if len(seen) > 1:
+            return True
+    return False
 
 
 def _from_output_dir(path: Path) -> Run:
@@ -104,20 +122,18 @@ def _from_stdout(path: Path) -> Run:
         where = config["peft_trainable_params"].provenance
         config.setdefault("lora", ConfigValue(True, where))
         config["trainable_params"] = config["peft_trainable_params"]
-    first, _, _ = stdout.numbered_entries(found["dicts"], found["starts"], found["resumes"], None)
-    final = _final_metrics(first)
+    final = _final_metrics(numbering.numbered_entries(found, None).long)
     steps = _total(config) or _steps_from_rate(final)
-    long, warnings, numbered = stdout.numbered_entries(
-        found["dicts"], found["starts"], found["resumes"], steps
-    )
+    numbered = numbering.numbered_entries(found, steps, _steps_per_epoch(config))
+    long, warnings = numbered.long, numbered.notes
     train = train_entries(long)
     times, used = step_times(train, final.get("train_runtime"), steps, printed=True)
     if used != "train_runtime_printed" and train.height:
-        bar_times = _bar_times(found["bars"], train)
+        bar_times = _bar_times(found["bars"], train, steps)
         if bar_times is not None:
             times, used = bar_times, "tqdm"
-    if train.height == 0 and found["bars"].height:
-        train, times, used = _bar_records(found["bars"])
+    if train.height == 0 and numbering.training_bars(found["bars"], steps).height:
+        train, times, used = _bar_records(found["bars"], steps)
     elif train.height == 0 and steps and final.get("train_runtime"):
         # Only the final metrics: one record for the whole run at its average pace.
         train = pl.DataFrame({"entry": [-1], "step": [steps], "line": [None]}).cast(
@@ -131,10 +147,27 @@ def _from_stdout(path: Path) -> Run:
         where = Provenance("log", source, flos["line"][0])
         config.setdefault("reported_total_flos", ConfigValue(flos["value"][0], where))
         config.setdefault("global_step", ConfigValue(steps, where))
-    if numbered:
+    if numbered.numbered:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
     return _finish(config, train, long, times, used, source, warnings)
+
+
+def _steps_per_epoch(config: dict[str, ConfigValue]) -> float | None:
+    """Optimizer steps per epoch from the training block, as the Trainer counts its epoch:
+    the dataloader's batches per rank (`ceil(ceil(examples / ranks) / per-device batch)`,
+    the sampler pads every rank to the same share) over the accumulation steps; without the
+    per-device figures, examples / total batch."""
+    values = {k: v.value for k, v in config.items()}
+    examples, total = values.get("num_train_samples"), values.get("global_batch_size")
+    micro, accumulation = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    if not isinstance(examples, int) or not isinstance(total, int) or total <= 0:
+        return None
+    if isinstance(micro, int) and isinstance(accumulation, int) and micro * accumulation:
+        ranks, rest = divmod(total, micro * accumulation)
+        if ranks and not rest:
+            return math.ceil(math.ceil(examples / ranks) / micro) / accumulation
+    return examples / total
 
 
 def _batch_from_rates(
@@ -199,39 +232,54 @@ def _final_metrics(long: pl.DataFrame) -> dict[str, float]:
     return dict(zip(entry["key"].to_list(), entry["value"].to_list(), strict=True))
 
 
-def _main_bars(bars: pl.DataFrame) -> pl.DataFrame:
-    """The training bar's updates (the evaluation bars have another total), once each."""
-    if bars.height == 0:
-        return bars
-    total = bars["total"].max()
-    return bars.filter(pl.col("total") == total).unique("n", keep="first", maintain_order=True)
-
-
-def _bar_times(bars: pl.DataFrame, train: pl.DataFrame) -> pl.Series | None:
-    """Seconds per step between the bar updates printed just before consecutive logs."""
-    main = _main_bars(bars)
+def _bar_times(bars: pl.DataFrame, train: pl.DataFrame, steps: int | None) -> pl.Series | None:
+    """Seconds per step between the training bar's updates at consecutive logs' steps (the
+    update at the step, else the last before it)."""
+    main = numbering.training_bars(bars, steps).unique("n", keep="first", maintain_order=True)
     if main.height == 0:
         return None
-    at = train.select("line", "step").join_asof(
-        main.select("line", "n", "elapsed_s").sort("line"), on="line", strategy="backward"
+    at = (
+        train.select("step", row=pl.int_range(pl.len()))
+        .sort("step")
+        .join_asof(
+            main.select("n", "elapsed_s", "rate_s", "rate_error").sort("n"),
+            left_on="step",
+            right_on="n",
+            strategy="backward",
+        )
+        .sort("row")
     )
-    gap = pl.col("n") - pl.col("n").shift(1)
-    seconds = (pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap
-    times = at.select(
-        pl.when(gap > 0).then(seconds).otherwise(pl.col("elapsed_s") / pl.col("n")).alias("t")
-    ).to_series()
+    times = at.select(_tqdm_seconds().alias("t")).to_series()
     return None if times.null_count() == times.len() else times.alias("step_time_s")
 
 
-def _bar_records(bars: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, str]:
+def _bar_records(bars: pl.DataFrame, steps: int | None) -> tuple[pl.DataFrame, pl.Series, str]:
     """Without logged dicts, one record per training-bar update."""
-    main = _main_bars(bars).filter(pl.col("n") > 0).sort("line", "piece")
-    gap = pl.col("n") - pl.col("n").shift(1)
-    seconds = ((pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap).fill_null(
-        pl.col("elapsed_s") / pl.col("n")
+    main = (
+        numbering.training_bars(bars, steps)
+        .unique("n", keep="first", maintain_order=True)
+        .sort("line", "piece")
     )
     train = main.select("line", step="n", entry=pl.int_range(pl.len(), dtype=pl.Int64))
-    return train, main.select(seconds.alias("step_time_s")).to_series(), "tqdm"
+    return train, main.select(_tqdm_seconds()).to_series(), "tqdm"
+
+
+def _tqdm_seconds() -> pl.Expr:
+    """Seconds per step over the steps since the bar update before (`n`, `elapsed_s`,
+    `rate_s`, `rate_error` columns). tqdm prints its elapsed clock in whole seconds, so a
+    difference of two readings is right to a second over the record; its rate (`{:5.2f}s/it`
+    or `it/s`) is an exponential average over the last updates (smoothing 0.3) on a fine
+    clock, to its two decimals. The rate is taken where the elapsed clock agrees with it
+    within the clock's resolution (a steady record, which the whole seconds would quantise);
+    the elapsed difference where it does not (a stall, which the average would smear over
+    the records after it)."""
+    gap = pl.col("n") - pl.col("n").shift(1)
+    covered = pl.when(gap > 0).then(gap).otherwise(pl.col("n"))
+    elapsed = pl.when(gap > 0).then(pl.col("elapsed_s") - pl.col("elapsed_s").shift(1))
+    clock = elapsed.otherwise(pl.col("elapsed_s")) / covered
+    rate = pl.col("rate_s")
+    agrees = ((clock - rate) * covered).abs() <= 1.0 + pl.col("rate_error") * rate * covered
+    return pl.when(rate.is_not_null() & agrees).then(rate).otherwise(clock).alias("step_time_s")
 
 
 def _tokens_per_step(train: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> None:
@@ -273,6 +321,14 @@ def _finish(
         config=config,
         table=table,
         metrics=other_metrics(long, train, source),
-        sources=[SourceInfo(source, HfTrainerParser.name, table.height)],
+        sources=[
+            SourceInfo(
+                source,
+                HfTrainerParser.name,
+                table.height,
+                # tqdm's elapsed clock prints whole seconds (see _tqdm_seconds)
+                clock_resolution_s=1.0 if used == "tqdm" else None,
+            )
+        ],
         warnings=warnings,
     )

@@ -27,7 +27,9 @@ RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|\s*\d{1,3}%\|"
 
 DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines with `host: `
 PAIR = r"'([^']+)': '?([-+\w.]+)'?"
-BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<"
+# tqdm's `{n}/{total} [{elapsed}<{remaining}, {rate}]`: elapsed in whole seconds (`MM:SS`,
+# `H:MM:SS` past an hour), the rate `{:5.2f}s/it` or `it/s` (`?it/s` before the first update).
+BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<[^,\]]*(?:,\s*([\d.]+)(s/it|it/s))?"
 BLOCK = {
     "Num examples": "num_train_samples",
     "Num Epochs": "num_train_epochs",
@@ -93,6 +95,7 @@ def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
 
 def _bars(pieces: pl.DataFrame) -> pl.DataFrame:
     m = pl.col("m").struct
+    rate = m.field("6").cast(pl.Float64, strict=False)
     return (
         pieces.with_columns(m=pl.col("text").str.extract_groups(BAR))
         .filter(m.field("1").is_not_null())
@@ -106,6 +109,9 @@ def _bars(pieces: pl.DataFrame) -> pl.DataFrame:
                 + m.field("4").cast(pl.Int64) * 60
                 + m.field("5").cast(pl.Int64)
             ).cast(pl.Float64),
+            rate_s=pl.when(m.field("7") == "s/it").then(rate).otherwise(1 / rate),
+            # printed to 2 decimals: the relative error of the rate
+            rate_error=0.005 / rate,
         )
     )
 
@@ -137,86 +143,3 @@ def _facts(pieces: pl.DataFrame) -> pl.DataFrame:
         .select("line", "key", value=number)
         .drop_nulls("value")
     )
-
-
-def numbered_entries(
-    dicts: pl.DataFrame, starts: pl.DataFrame, resumes: pl.DataFrame, total_steps: int | None
-) -> tuple[pl.DataFrame, list[str], bool]:
-    """The dict entries with their step. stdout dicts carry none: the k-th training log of a
-    launch is step k·L, L the logging interval, which the number of training logs and the
-    total steps fix (logs at L, 2L, ... up to the total). A launch resumed from a checkpoint
-    (`Continuing training from global step N`) logs from the first multiple of L after N.
-    Evaluation and final entries take the step of the training log before them. Copies
-    printed by several ranks are kept once. The flag says whether the steps are the run's
-    (False: numbered 1, 2, 3, ...)."""
-    notes: list[str] = []
-    order = pl.col("line") * 10_000 + pl.col("piece")
-    entries = (
-        dicts.with_columns(order=order)
-        .group_by("order", maintain_order=True)
-        .agg(pl.col("key"), pl.col("value"), pl.col("line").first())
-    )
-    launches = (
-        starts.select(order=order)
-        .sort("order")
-        .with_row_index("launch", offset=1)
-        .with_columns(pl.col("launch").cast(pl.Int64))
-    )
-    offsets = (
-        resumes.select(order=order, step="step")
-        .sort("order")
-        .join_asof(launches, on="order", strategy="backward")
-        .select(pl.col("launch").fill_null(0), resumed_from="step")
-        .unique("launch", keep="first")
-    )
-    entries = entries.sort("order").join_asof(launches, on="order", strategy="backward")
-    entries = entries.with_columns(pl.col("launch").fill_null(0)).join(
-        offsets, on="launch", how="left", maintain_order="left"
-    )
-    entries = entries.with_columns(pl.col("resumed_from").fill_null(0))
-    # A copy: the same keys and values as an entry before it in the same launch.
-    entries = entries.filter(pl.struct("launch", "key", "value").is_first_distinct())
-    is_train = pl.col("key").list.contains("loss")
-    entries = entries.with_columns(k=is_train.cast(pl.Int64).cum_sum().over("launch"))
-    train = entries.filter(is_train)
-    interval = None
-    if train.height:
-        last = train.filter(pl.col("launch") == train["launch"].max())
-        interval = _logging_interval(last.height, total_steps, int(last["resumed_from"][0]))
-    if train.height and interval is None:
-        notes.append(
-            "stdout's logged dicts carry no step number and the total steps do not fix the"
-            " logging interval: records are numbered 1, 2, 3, ... (the output_dir's"
-            " trainer_state.json has the steps)"
-        )
-    size = interval or 1
-    final = pl.col("key").list.contains("train_runtime") & ~is_train
-    step = pl.when(final & (pl.lit(total_steps).is_not_null())).then(pl.lit(total_steps))
-    # without the interval the records are only numbered, a resume's offset means nothing
-    offset = pl.col("resumed_from") // size if interval else pl.lit(0)
-    logged = (offset + pl.col("k")) * size
-    entries = entries.with_columns(
-        step=step.otherwise(logged).cast(pl.Int64),
-        entry=pl.int_range(pl.len(), dtype=pl.Int64),
-    )
-    long = entries.explode(["key", "value"]).select("entry", "step", "line", "key", "value")
-    return long, notes, interval is not None
-
-
-def _logging_interval(logs: int, total_steps: int | None, resumed_from: int = 0) -> int | None:
-    """The L with floor(total / L) - floor(resumed_from / L) == logs, when exactly one whole
-    number fits (for a resumed launch, preferring one that divides the checkpoint's step)."""
-    if not total_steps or logs <= 0 or resumed_from >= total_steps:
-        return None
-    if resumed_from == 0:
-        smallest, largest = total_steps // (logs + 1) + 1, total_steps // logs
-        return largest if smallest == largest else None
-    fits = [
-        size
-        for size in range(1, (total_steps - resumed_from) // logs + 2)
-        if total_steps // size - resumed_from // size == logs
-    ]
-    if len(fits) > 1:
-        # checkpoints are saved every save_steps, in practice a multiple of the interval
-        fits = [size for size in fits if resumed_from % size == 0]
-    return fits[0] if len(fits) == 1 else None
