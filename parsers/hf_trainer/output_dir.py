@@ -135,12 +135,32 @@ def state_config(state: dict[str, Any], source: str) -> dict[str, ConfigValue]:
         "max_steps": "train_iters",
         "global_step": "global_step",
         "total_flos": "reported_total_flos",
+        # the analysis reads these under the Trainer's own names (analysis.events)
+        "save_steps": "save_steps",
+        "eval_steps": "eval_steps",
     }
     return {
         ours: ConfigValue(state[theirs], where)
         for theirs, ours in names.items()
         if isinstance(state.get(theirs), (int, float)) and state.get(theirs)
     }
+
+
+def checkpoint_saves(root: Path) -> pl.DataFrame:
+    """The output_dir's `checkpoint-N/` folders: a save at step N each (step, line, source)."""
+    steps = [
+        (int(found.group(1)), str(folder))
+        for folder in root.glob("checkpoint-*")
+        if folder.is_dir() and (found := CHECKPOINT.search(folder.name))
+    ]
+    return pl.DataFrame(
+        {
+            "step": [step for step, _ in steps],
+            "line": [None] * len(steps),
+            "source": [folder for _, folder in steps],
+        },
+        schema={"step": pl.Int64, "line": pl.Int64, "source": pl.String},
+    ).sort("step")
 
 
 def results(root: Path) -> tuple[dict[str, float], str | None]:

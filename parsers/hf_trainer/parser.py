@@ -16,6 +16,7 @@ from loganalyzer.parsers.hf_trainer.entries import (
     STEP_TIME_SOURCES,
     iteration_table,
     other_metrics,
+    save_events,
     step_times,
     train_entries,
 )
@@ -109,7 +110,8 @@ def _from_output_dir(path: Path) -> Run:
     _tokens_per_step(train, config, source)
     _batch_from_rates(config, state, final, final_source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, warnings)
+    saves = save_events(output_dir.checkpoint_saves(root))
+    return _finish(config, train, long, times, used, source, warnings, saves)
 
 
 def _from_stdout(path: Path) -> Run:
@@ -150,7 +152,8 @@ def _from_stdout(path: Path) -> Run:
     if numbered.numbered:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, warnings)
+    saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
+    return _finish(config, train, long, times, used, source, warnings, saves)
 
 
 def _steps_per_epoch(config: dict[str, ConfigValue]) -> float | None:
@@ -305,6 +308,7 @@ def _finish(
     used: str | None,
     source: str,
     warnings: list[str],
+    saves: pl.DataFrame,
 ) -> Run:
     config["framework"] = ConfigValue(FRAMEWORK, Provenance("log", source))
     if used is not None:
@@ -320,7 +324,7 @@ def _finish(
         framework=FRAMEWORK,
         config=config,
         table=table,
-        metrics=other_metrics(long, train, source),
+        metrics=pl.concat([other_metrics(long, train, source), saves]),
         sources=[
             SourceInfo(
                 source,

@@ -19,8 +19,11 @@ CANDIDATES = (
     "trainable params",
     "TrainOutput",
     "Continuing training from global step",
+    "Saving model checkpoint to",
 )
 RESUME = r"Continuing training from global step (\d+)"
+# Trainer._save_checkpoint's INFO line (`Saving model checkpoint to out/checkpoint-500`).
+SAVE = r"Saving model checkpoint to .*checkpoint-(\d+)"
 
 # Where a record starts inside a glued line: a launcher label, a dict, a tqdm bar.
 RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|\s*\d{1,3}%\|"
@@ -54,6 +57,7 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         "facts": [],
         "starts": [],
         "resumes": [],
+        "saves": [],
     }
     for frame in line_frames(path):
         lines = frame.filter(pl.col("text").str.contains_any(list(CANDIDATES)))
@@ -70,6 +74,9 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
             pieces.select("line", "piece", step=text.str.extract(RESUME).cast(pl.Int64)).drop_nulls(
                 "step"
             )
+        )
+        found["saves"].append(
+            pieces.select("line", step=text.str.extract(SAVE).cast(pl.Int64)).drop_nulls("step")
         )
         found["dicts"].append(_dicts(pieces))
         found["bars"].append(_bars(pieces))
