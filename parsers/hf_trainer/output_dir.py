@@ -226,7 +226,7 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
             " and it is not a preset; pass --model with its config.json (or a preset)"
         ]
     where = Provenance("preset", f"{preset.lower()} (the adapter's base model {name})")
-    return _shape_facts(shape, where), []
+    return shape_facts(shape, where), []
 
 
 def _shape_from_file(path: Path, how: str | None) -> tuple[dict[str, ConfigValue], list[str]]:
@@ -236,10 +236,11 @@ def _shape_from_file(path: Path, how: str | None) -> tuple[dict[str, ConfigValue
     except (ValueError, KeyError, TypeError) as exc:
         return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
     source = f"{path} ({how})" if how else str(path)
-    return _shape_facts(shape, Provenance("config", source)), []
+    return shape_facts(shape, Provenance("config", source)), []
 
 
-def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+def shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+    """A shape as the run config's Megatron-named facts, each with `where`."""
     values = dataclasses.asdict(shape)
     found = {
         key: ConfigValue(values[key], where) for key in SHAPE_FACTS if values.get(key) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.errors import InputError
+from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
 from loganalyzer.parsers.hf_trainer import numbering, output_dir, stdout
 from loganalyzer.parsers.hf_trainer.entries import (
@@ -23,10 +25,11 @@ from loganalyzer.parsers.hf_trainer.entries import (
 from loganalyzer.parsers.hf_trainer.facts import add_derived
 from loganalyzer.sources import is_probably_binary, read_head
 
-# A dict or the training block at the start of a line (after a launcher or logger prefix),
-# not quoted inside other text.
+# A dict or the training block at the start of a line (after a launcher or logger prefix, or
+# the progress bar it is glued to: `6/200 [00:05<02:51, 1.13it/s]{'loss': ...`), not quoted
+# inside other text.
 STDOUT_MARKERS = re.compile(
-    r"(?:^|^[\w.-]+: |\]:|\] |>> )"
+    r"(?:^|^[\w.-]+: |\]:|\] |>> |(?:it/s|s/it)\])"
     r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
     re.M,
 )
@@ -124,10 +127,12 @@ def _from_stdout(path: Path) -> Run:
         where = config["peft_trainable_params"].provenance
         config.setdefault("lora", ConfigValue(True, where))
         config["trainable_params"] = config["peft_trainable_params"]
+    warnings_found = _precision(found["precision"], config, source)
+    warnings_found += _printed_model_config(found["configs"], config, source)
     final = _final_metrics(numbering.numbered_entries(found, None).long)
     steps = _total(config) or _steps_from_rate(final)
     numbered = numbering.numbered_entries(found, steps, _steps_per_epoch(config))
-    long, warnings = numbered.long, numbered.notes
+    long, warnings = numbered.long, [*warnings_found, *numbered.notes]
     train = train_entries(long)
     times, used = step_times(train, final.get("train_runtime"), steps, printed=True)
     if used != "train_runtime_printed" and train.height:
@@ -154,6 +159,42 @@ def _from_stdout(path: Path) -> Run:
     add_derived(config, source)
     saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
     return _finish(config, train, long, times, used, source, warnings, saves)
+
+
+def _precision(found: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> list[str]:
+    """The precision the log states (its first statement, with its line), and a warning when
+    it states two."""
+    if found.height == 0:
+        return []
+    line, dtype = found.row(0)
+    config["dtype"] = ConfigValue(dtype, Provenance("log", source, line))
+    other = found.filter(pl.col("dtype") != dtype)
+    if other.height == 0:
+        return []
+    return [
+        f"{source}: line {line} states {dtype} and line {other['line'][0]}"
+        f" {other['dtype'][0]}: {dtype} taken; pass --dtype if it is not the training's"
+    ]
+
+
+def _printed_model_config(
+    configs: pl.DataFrame, config: dict[str, ConfigValue], source: str
+) -> list[str]:
+    """The model's shape from the first configuration block transformers printed that gives
+    one (`Model config LlamaConfig {...}`; a GenerationConfig or a quantisation config does
+    not), mapped to the run config's names as an output_dir's config.json is."""
+    notes = []
+    for line, name, text in configs.iter_rows():
+        try:
+            shape = shape_from_hf_config(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            if '"num_hidden_layers"' in text or '"n_layer"' in text:
+                notes.append(f"{source}:{line}: the printed {name}'s shape not read ({exc})")
+            continue
+        for key, value in output_dir.shape_facts(shape, Provenance("log", source, line)).items():
+            config.setdefault(key, value)
+        return []
+    return notes
 
 
 def _steps_per_epoch(config: dict[str, ConfigValue]) -> float | None:

@@ -3,6 +3,7 @@ tqdm bars (glued with `\\r`), PEFT's `trainable params` line, whatever the launc
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -20,8 +21,27 @@ CANDIDATES = (
     "TrainOutput",
     "Continuing training from global step",
     "Saving model checkpoint to",
+    "fp16",
+    "bf16",
+    "ixed precision",
+    "ixed_precision",
 )
 RESUME = r"Continuing training from global step (\d+)"
+# The precision a run states: a TrainingArguments dump (`fp16=True,` one field a line, or all
+# on one line in transformers < 4.7), a YAML config (`bf16: true`, axolotl), a launch
+# command's flag (`--bf16`, `--bf16 True`, `--bf16=true \`), accelerate's
+# `mixed_precision='fp16'` or its state's `Mixed precision type: bf16`. A flag set False,
+# `auto`, or `fp16_full_eval=` says nothing.
+PRECISION = (
+    r"(?:^|[\s,(-])(?:(fp16|bf16)\s*[=:]\s*['\"]?(?:True|true)\b"
+    r"|--(fp16|bf16)(?:[ =](?:True|true))?(?:\s+(?:--|\\$)|\s*$)"
+    r"|(?:mixed_precision\s*[=:]\s*['\"]?|Mixed precision type:\s*)(fp16|bf16|fp8)\b)"
+)
+# A configuration transformers prints as its JSON (`PretrainedConfig.__repr__`), after
+# whatever logger prefix: `Model config LlamaConfig {`, then the JSON's lines, then `}`.
+CONFIG_START = r"(?:^|\s)([A-Z][A-Za-z0-9]*Config) \{$"
+# Lines a printed configuration is read within (a model config has some 30 to 80).
+CONFIG_LINES = 400
 # Trainer._save_checkpoint's INFO line (`Saving model checkpoint to out/checkpoint-500`).
 SAVE = r"Saving model checkpoint to .*checkpoint-(\d+)"
 
@@ -58,8 +78,11 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         "starts": [],
         "resumes": [],
         "saves": [],
+        "precision": [],
+        "configs": [],
     }
     for frame in line_frames(path):
+        found["configs"].append(_config_blocks(frame))
         lines = frame.filter(pl.col("text").str.contains_any(list(CANDIDATES)))
         pieces = split_glued(lines, RECORD_START).with_columns(
             clean(strip_launcher(pl.col("text"))).str.strip_chars_end().alias("text")
@@ -78,10 +101,50 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         found["saves"].append(
             pieces.select("line", step=text.str.extract(SAVE).cast(pl.Int64)).drop_nulls("step")
         )
+        found["precision"].append(_precision(pieces))
         found["dicts"].append(_dicts(pieces))
         found["bars"].append(_bars(pieces))
         found["facts"].append(_facts(pieces))
     return {key: pl.concat(frames) for key, frames in found.items()}
+
+
+def _config_blocks(frame: pl.DataFrame) -> pl.DataFrame:
+    """(line, name, json) of every configuration printed as JSON in the frame (a block cut
+    by the frame's end, or not valid JSON, is not kept)."""
+    text = clean(strip_launcher(pl.col("text"))).str.strip_chars_end()
+    starts = (
+        frame.filter(pl.col("text").str.contains("Config {", literal=True))
+        .with_columns(name=text.str.extract(CONFIG_START))
+        .drop_nulls("name")
+    )
+    rows: list[tuple[int, str, str]] = []
+    first = frame["line"][0] if frame.height else 0
+    for line, name, opening in starts.select("line", "name", text).iter_rows():
+        body = frame.slice(line - first + 1, CONFIG_LINES).select(text)["text"].to_list()
+        # the closing brace is indented as the opening line is (a log quoted in an indented
+        # block indents both)
+        end = opening[: len(opening) - len(opening.lstrip())] + "}"
+        if end not in body:
+            continue
+        block = "{" + "\n".join(body[: body.index(end)]) + "}"
+        try:
+            json.loads(block)
+        except ValueError:
+            continue
+        rows.append((line, name, block))
+    return pl.DataFrame(
+        rows, schema={"line": pl.Int64, "name": pl.String, "json": pl.String}, orient="row"
+    )
+
+
+def _precision(pieces: pl.DataFrame) -> pl.DataFrame:
+    """(line, dtype) of every line that states the run's precision."""
+    m = pl.col("m").struct
+    return (
+        pieces.with_columns(m=pl.col("text").str.extract_groups(PRECISION))
+        .select("line", dtype=pl.coalesce(m.field("1"), m.field("2"), m.field("3")))
+        .drop_nulls("dtype")
+    )
 
 
 def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
