@@ -151,3 +151,25 @@ def test_bars_only_are_read(tmp_path: Path, joiner: str) -> None:
     # clock's 55.7 s/step is more than a second off the running average over 9 steps)
     assert run.table["step_time_s"][-1] == pytest.approx(501 / 9)
     assert run.sources[0].clock_resolution_s == 1.0
+
+
+def test_deepspeed_chat_banner_alone_is_not_claimed(tmp_path: Path) -> None:
+    """DeepSpeed-Chat's step1 main.py prints the Trainer's banner itself
+    (`print_rank_0("***** Running training *****")`, then `***** Evaluating perplexity, Epoch
+    0/1 *****`, `ppl: ...`, `Beginning of Epoch 1/1, Total Micro Batches N`) and none of the
+    Trainer's lines: hf_trainer cannot read it and does not claim it."""
+    path = tmp_path / "ds_chat.log"
+    path.write_text(
+        "***** Running training *****\n"
+        "***** Evaluating perplexity, Epoch 0/1 *****\n"
+        "ppl: 4.193147659301758\n"
+        "Beginning of Epoch 1/1, Total Micro Batches 3680\n",
+        encoding="utf-8",
+    )
+    assert HfTrainerParser().detect(path) == 0.0
+    block = tmp_path / "hf.log"
+    block.write_text(
+        "***** Running training *****\n  Num examples = 5,498\n  Total optimization steps = 196\n",
+        encoding="utf-8",
+    )
+    assert HfTrainerParser().detect(block) == 0.9

@@ -48,6 +48,8 @@ BARE_BAR = re.compile(r"(?:^|\r|\^M)\s{0,3}\d{1,3}%\|[^|\n\r]{0,200}\| *(\d+)/(\
 # A file of bars only (no dict, no training block) is claimed below the formats' own markers:
 # a bar is the Trainer's only if nothing else claims the file.
 BARS_ONLY_SCORE = 0.5
+# The training block's first line under its banner (`  Num examples = 5,498`).
+BLOCK_BODY = "Num examples = "
 # A trainer_state.json saved under another name (a copy, an excerpt).
 STATE_MARKER = re.compile(r'^\s*"log_history": \[', re.M)
 FRAMEWORK = "hf-trainer"
@@ -70,7 +72,7 @@ class HfTrainerParser:
             return 0.0
         if '"log_history": [' in head and STATE_MARKER.search(head):
             return 0.9
-        if any(literal in head for literal in STDOUT_LITERALS) and STDOUT_MARKERS.search(head):
+        if any(literal in head for literal in STDOUT_LITERALS) and _stdout_marker(head):
             return 0.9
         return BARS_ONLY_SCORE if "%|" in head and _advancing_bar(head) else 0.0
 
@@ -78,6 +80,15 @@ class HfTrainerParser:
         if path.name == output_dir.STATE or STATE_MARKER.search(read_head(path, 65536)):
             return _from_output_dir(path)
         return _from_stdout(path)
+
+
+def _stdout_marker(head: str) -> bool:
+    """A logged dict, or the training block with its lines: DeepSpeed-Chat prints the same
+    `***** Running training *****` banner with none of the Trainer's lines under it."""
+    for found in STDOUT_MARKERS.finditer(head):
+        if "Running training" not in found.group(0) or BLOCK_BODY in head:
+            return True
+    return False
 
 
 def _advancing_bar(head: str) -> bool:
