@@ -173,3 +173,24 @@ def test_deepspeed_chat_banner_alone_is_not_claimed(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert HfTrainerParser().detect(block) == 0.9
+
+
+@pytest.mark.parametrize(
+    ("strings", "resolution"),
+    [(True, 1.0), (False, None)],
+)
+def test_printed_runtime_resolution(
+    tmp_path: Path, strings: bool, resolution: float | None
+) -> None:
+    """transformers 5 prints every float of a logged dict as `f"{v:.4g}"` (its
+    ProgressCallback.on_log): a cumulative train_runtime of 1,500 s to 5,000 s reads to the
+    second; transformers 4 prints it rounded to 4 decimals."""
+    lines = ["***** Running training *****", "  Total optimization steps = 40"]
+    for k in range(1, 9):
+        logs = {"loss": 2.0 - k / 10, "learning_rate": 1e-4, "train_runtime": 612.345 * k}
+        shown = {key: f"{v:.4g}" if strings else v for key, v in logs.items()}
+        lines.append(str(shown))
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = HfTrainerParser().parse(path)
+    assert run.sources[0].clock_resolution_s == resolution

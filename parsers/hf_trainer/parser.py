@@ -169,7 +169,8 @@ def _from_stdout(path: Path) -> Run:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
     saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
-    return _finish(config, train, long, times, used, source, warnings, saves)
+    resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
+    return _finish(config, train, long, times, used, source, warnings, saves, resolution)
 
 
 def _precision(found: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> list[str]:
@@ -206,6 +207,17 @@ def _printed_model_config(
             config.setdefault(key, value)
         return []
     return notes
+
+
+def _printed_resolution(dicts: pl.DataFrame) -> float | None:
+    """The resolution of the cumulative train_runtime as transformers 5 prints it (`.4g`: 4
+    significant digits, so 1 s from 1000 s on, 10 s from 10,000 s), at its largest value;
+    None for the floats transformers 4 prints (rounded to 0.1 ms)."""
+    runtime = dicts.filter((pl.col("key") == "train_runtime") & pl.col("quoted"))["value"]
+    largest = runtime.max()
+    if not isinstance(largest, float) or largest <= 0:
+        return None
+    return float(10 ** (math.floor(math.log10(largest)) - 3))
 
 
 def _steps_per_epoch(config: dict[str, ConfigValue]) -> float | None:
@@ -361,6 +373,7 @@ def _finish(
     source: str,
     warnings: list[str],
     saves: pl.DataFrame,
+    resolution: float | None = None,
 ) -> Run:
     config["framework"] = ConfigValue(FRAMEWORK, Provenance("log", source))
     if used is not None:
@@ -383,7 +396,7 @@ def _finish(
                 HfTrainerParser.name,
                 table.height,
                 # tqdm's elapsed clock prints whole seconds (see _tqdm_seconds)
-                clock_resolution_s=1.0 if used == "tqdm" else None,
+                clock_resolution_s=1.0 if used == "tqdm" else resolution,
             )
         ],
         warnings=warnings,

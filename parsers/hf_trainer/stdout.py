@@ -158,6 +158,8 @@ def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
             "piece",
             key=pl.col("kv").struct.field("1"),
             value=pl.col("kv").struct.field("2").cast(pl.Float64, strict=False),
+            # transformers 5 prints every float as a `.4g` string: 4 significant digits
+            quoted=pl.col("pair").str.contains(": '", literal=True),
         )
         .drop_nulls(["key", "value"])
     )
