@@ -194,3 +194,18 @@ def test_printed_runtime_resolution(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     run = HfTrainerParser().parse(path)
     assert run.sources[0].clock_resolution_s == resolution
+
+
+def test_bars_buffered_apart_from_the_dicts_are_not_used_to_number_them(tmp_path: Path) -> None:
+    """`python train.py > log 2>&1` without -u: stderr's bar reaches the file at once, stdout's
+    dicts a block later, all after the last bar. The bar before each dict then says 40 for
+    all of them: not a counter of the dicts, so the total is shared out, as an assumption."""
+    bars = "\r".join(_bar(n, 40, 2.0 * n, 2.0) for n in range(1, 41))
+    dicts = [str({"loss": 2.0 - k / 10, "learning_rate": 1e-4}) for k in range(1, 9)]
+    lines = ["***** Running training *****", "  Total optimization steps = 40", bars, *dicts]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = HfTrainerParser().parse(path)
+    assert run.table["iteration"].to_list() == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert any("does not advance" in w for w in run.warnings)
+    assert any(w.startswith("assumption:") for w in run.warnings)
