@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 STEP_KEYS = ("step", "global_step")
@@ -204,7 +203,7 @@ def _with_bar_steps(
     )
     low, high = joined["low"], joined["high"]
     train = joined.select(pl.col("is_train") & pl.col("low").is_not_null())["is_train"]
-    size = _interval_between(low.filter(train).to_numpy(), high.filter(train).to_numpy())
+    size = _interval_between(low.filter(train), high.filter(train))
     placed = (
         ((pl.col("low") + size - 1) // size * size).clip(upper_bound=pl.col("high"))
         if size > 1
@@ -215,17 +214,17 @@ def _with_bar_steps(
     )
 
 
-def _interval_between(low: np.ndarray, high: np.ndarray) -> int:
+def _interval_between(low: pl.Series, high: pl.Series) -> int:
     """The largest L > 1 with a multiple in every [low, high]; 1 when the counters agree
     everywhere or no such L exists. A first-step log (`logging_first_step`, step 1) is left
     out of the fit."""
-    loose = low != high
-    if not loose.any():
+    if not (low != high).any():
         return 1
     kept = high > 1
-    low, high = low[kept], high[kept]
-    for size in range(int(high.min()), 1, -1):
-        if np.all(high // size * size >= low):
+    low, high = low.filter(kept), high.filter(kept)
+    largest = high.min()
+    for size in range(int(largest) if isinstance(largest, int) else 1, 1, -1):
+        if (high // size * size >= low).all():
             return size
     return 1
 
