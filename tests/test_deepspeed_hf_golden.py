@@ -33,6 +33,7 @@ CASES = {
     "hf_trainer/lora/train.log": ["--gpu", "h100-sxm", "--model", PLAIN_CONFIG],
     "hf_trainer/variants/train.log": ["--gpu", "a100-sxm4-80gb"],
     "hf_trainer/resumed/train.log": ["--gpu", "a100-sxm4-80gb", "--model", "gpt2"],
+    "hf_trainer/real/hef1023_seq2seq.log": [],
 }
 
 

@@ -213,3 +213,16 @@ def test_throughput_printed_by_megatron_core_up_to_0_11_is_explained(tmp_path: P
     assert reported["recomputed_over_reported"] == pytest.approx(5.397063 / 6.072603, rel=1e-3)
     assert "expected ratio 0.889" in reported["explanation"]
     assert "REPORTED_TFLOPS_MISMATCH" not in [v["code"] for v in doc["verdicts"]]  # type: ignore[union-attr]
+
+
+def test_total_flos_ratio_needs_no_gpu_count(shared_logs: Path) -> None:
+    """HF Trainer's total_flos (24,599,592,960 over 40 steps) against the recomputed FLOPs per
+    step (1.0475e9): 1.703x, with or without --num-gpus (before: only with it)."""
+    out = str(shared_logs / "generated/hf_run/out")
+    ratios = []
+    for extra in ([], ["--num-gpus", "1"]):
+        result = CliRunner().invoke(main, ["summary", "-q", "--json", out, *extra])
+        assert result.exit_code == 0, result.output
+        ratios.append(json.loads(result.stdout)["reported"]["recomputed_over_reported"])
+    assert ratios[0] == pytest.approx(1.0475e9 / (24599592960.0 / 40), rel=1e-3)
+    assert ratios[0] == pytest.approx(ratios[1])

@@ -309,6 +309,8 @@ def measure(
     reported = _median(printed if steady_rows is None else printed.gather(steady_rows))
     shown = figures.tflops_per_gpu if figures else None
     ratio = shown / reported if shown is not None and reported else None
+    if ratio is None and flops is not None:
+        ratio = _ratio_to_total_flos(run, flops.per_iteration)
     explanation = expected = None
     if ratio is not None:
         explanation = explain_reported_ratio(
@@ -350,6 +352,16 @@ def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.Series:
     return run.table.select(
         reported_tflops_per_gpu=per_step / (pl.col("step_time_s") * num_gpus * 1e12)
     ).to_series()
+
+
+def _ratio_to_total_flos(run: Run, per_iteration: float) -> float | None:
+    """Recomputed over reported FLOPs for a run that reports only its total (HF Trainer's
+    `total_flos` over its steps): a ratio of FLOPs per step, which needs neither the GPU
+    count nor the step time."""
+    total, steps = run.get("reported_total_flos"), run.get_int("global_step")
+    if not isinstance(total, (int, float)) or not total or not steps:
+        return None
+    return per_iteration / (float(total) / steps)
 
 
 def _flops(facts: RunFacts, recompute: str, warnings: list[str]) -> FlopsResult | None:

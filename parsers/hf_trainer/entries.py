@@ -32,7 +32,10 @@ STEP_TIME_SOURCES = {
         "the cumulative train_runtime of each logged entry as printed (transformers 5 rounds"
         " it to 4 significant digits)"
     ),
-    "tqdm": "the progress bar's elapsed time at each logged step (1 s resolution)",
+    "tqdm": (
+        "the progress bar at each logged step: its own rate where its elapsed clock (whole"
+        " seconds) agrees with it, else the elapsed time (1 s resolution)"
+    ),
     "average": (
         "the run's average (train_runtime / steps) on every record: MFU holds overall, but"
         " slow steps and stalls cannot be seen"
@@ -105,18 +108,38 @@ def step_times(
 
 
 def other_metrics(long: pl.DataFrame, train: pl.DataFrame, source: str) -> pl.DataFrame:
-    """Every entry value without a column, to the long table as `hf/<key>` (evaluation
-    entries as they are named, `eval_loss` ...), at the entry's step."""
+    """Every entry value without a column, to the long table as `hf/<key>` at the entry's
+    step; an evaluation's `eval_*` values as `validation/eval_*`, the name every parser gives
+    an evaluation (the analysis takes them as evidence of one at that step)."""
     kept = long.filter(
         ~pl.col("key").is_in(list(COLUMNS)) | ~pl.col("entry").is_in(train["entry"].implode())
     )
+    evaluation = pl.col("key").str.starts_with("eval_")
+    prefix = pl.when(evaluation).then(pl.lit("validation/")).otherwise(pl.lit("hf/"))
     return conform_metrics(
         kept.select(
             iteration="step",
-            name=(pl.lit("hf/") + pl.col("key")).cast(pl.Categorical),
+            name=(prefix + pl.col("key")).cast(pl.Categorical),
             value="value",
             source=pl.lit(source).cast(pl.Categorical),
             rank=pl.lit(None, dtype=pl.Int32),
             line="line",
+        )
+    )
+
+
+def save_events(saves: pl.DataFrame, source: str | None = None) -> pl.DataFrame:
+    """Checkpoint saves (`step`, `line`, `source`: a checkpoint-N folder, or the stdout line
+    that says it saved one) as the long table's `event/checkpoint_save` rows, the name every
+    parser gives a save."""
+    where = pl.lit(source) if source is not None else pl.col("source")
+    return conform_metrics(
+        saves.select(
+            iteration=pl.col("step").cast(pl.Int64),
+            name=pl.lit("event/checkpoint_save").cast(pl.Categorical),
+            value=pl.lit(1.0),
+            source=where.cast(pl.Categorical),
+            rank=pl.lit(None, dtype=pl.Int32),
+            line=pl.col("line").cast(pl.Int64),
         )
     )

@@ -135,12 +135,32 @@ def state_config(state: dict[str, Any], source: str) -> dict[str, ConfigValue]:
         "max_steps": "train_iters",
         "global_step": "global_step",
         "total_flos": "reported_total_flos",
+        # the analysis reads these under the Trainer's own names (analysis.events)
+        "save_steps": "save_steps",
+        "eval_steps": "eval_steps",
     }
     return {
         ours: ConfigValue(state[theirs], where)
         for theirs, ours in names.items()
         if isinstance(state.get(theirs), (int, float)) and state.get(theirs)
     }
+
+
+def checkpoint_saves(root: Path) -> pl.DataFrame:
+    """The output_dir's `checkpoint-N/` folders: a save at step N each (step, line, source)."""
+    steps = [
+        (int(found.group(1)), str(folder))
+        for folder in root.glob("checkpoint-*")
+        if folder.is_dir() and (found := CHECKPOINT.search(folder.name))
+    ]
+    return pl.DataFrame(
+        {
+            "step": [step for step, _ in steps],
+            "line": [None] * len(steps),
+            "source": [folder for _, folder in steps],
+        },
+        schema={"step": pl.Int64, "line": pl.Int64, "source": pl.String},
+    ).sort("step")
 
 
 def results(root: Path) -> tuple[dict[str, float], str | None]:
@@ -206,7 +226,7 @@ def model_config(root: Path) -> tuple[dict[str, ConfigValue], list[str]]:
             " and it is not a preset; pass --model with its config.json (or a preset)"
         ]
     where = Provenance("preset", f"{preset.lower()} (the adapter's base model {name})")
-    return _shape_facts(shape, where), []
+    return shape_facts(shape, where), []
 
 
 def _shape_from_file(path: Path, how: str | None) -> tuple[dict[str, ConfigValue], list[str]]:
@@ -216,10 +236,11 @@ def _shape_from_file(path: Path, how: str | None) -> tuple[dict[str, ConfigValue
     except (ValueError, KeyError, TypeError) as exc:
         return {}, [f"{path}: model shape not read ({exc}); pass --model or the shape flags"]
     source = f"{path} ({how})" if how else str(path)
-    return _shape_facts(shape, Provenance("config", source)), []
+    return shape_facts(shape, Provenance("config", source)), []
 
 
-def _shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+def shape_facts(shape: ModelShape, where: Provenance) -> dict[str, ConfigValue]:
+    """A shape as the run config's Megatron-named facts, each with `where`."""
     values = dataclasses.asdict(shape)
     found = {
         key: ConfigValue(values[key], where) for key in SHAPE_FACTS if values.get(key) is not None

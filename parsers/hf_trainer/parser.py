@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -10,22 +11,25 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.errors import InputError
+from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
-from loganalyzer.parsers.hf_trainer import output_dir, stdout
+from loganalyzer.parsers.hf_trainer import numbering, output_dir, stdout
 from loganalyzer.parsers.hf_trainer.entries import (
     STEP_TIME_SOURCES,
     iteration_table,
     other_metrics,
+    save_events,
     step_times,
     train_entries,
 )
 from loganalyzer.parsers.hf_trainer.facts import add_derived
 from loganalyzer.sources import is_probably_binary, read_head
 
-# A dict or the training block at the start of a line (after a launcher or logger prefix),
-# not quoted inside other text.
+# A dict or the training block at the start of a line (after a launcher or logger prefix, or
+# the progress bar it is glued to: `6/200 [00:05<02:51, 1.13it/s]{'loss': ...`), not quoted
+# inside other text.
 STDOUT_MARKERS = re.compile(
-    r"(?:^|^[\w.-]+: |\]:|\] |>> )"
+    r"(?:^|^[\w.-]+: |\]:|\] |>> |(?:it/s|s/it)\])"
     r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
     re.M,
 )
@@ -37,6 +41,15 @@ STDOUT_LITERALS = (
     "{'train_runtime': ",
     "{'eval_loss': ",
 )
+# The Trainer's training bar: tqdm with no description (`  3%|▎   | 6/200 [00:05<02:51, ...`),
+# at the start of a line or after a carriage return (`\r`, or `^M` as text copied from a
+# terminal shows it).
+BARE_BAR = re.compile(r"(?:^|\r|\^M)\s{0,3}\d{1,3}%\|[^|\n\r]{0,200}\| *(\d+)/(\d+) \[\d", re.M)
+# A file of bars only (no dict, no training block) is claimed below the formats' own markers:
+# a bar is the Trainer's only if nothing else claims the file.
+BARS_ONLY_SCORE = 0.5
+# The training block's first line under its banner (`  Num examples = 5,498`).
+BLOCK_BODY = "Num examples = "
 # A trainer_state.json saved under another name (a copy, an excerpt).
 STATE_MARKER = re.compile(r'^\s*"log_history": \[', re.M)
 FRAMEWORK = "hf-trainer"
@@ -59,14 +72,34 @@ class HfTrainerParser:
             return 0.0
         if '"log_history": [' in head and STATE_MARKER.search(head):
             return 0.9
-        if not any(literal in head for literal in STDOUT_LITERALS):
-            return 0.0
-        return 0.9 if STDOUT_MARKERS.search(head) else 0.0
+        if any(literal in head for literal in STDOUT_LITERALS) and _stdout_marker(head):
+            return 0.9
+        return BARS_ONLY_SCORE if "%|" in head and _advancing_bar(head) else 0.0
 
     def parse(self, path: Path) -> Run:
         if path.name == output_dir.STATE or STATE_MARKER.search(read_head(path, 65536)):
             return _from_output_dir(path)
         return _from_stdout(path)
+
+
+def _stdout_marker(head: str) -> bool:
+    """A logged dict, or the training block with its lines: DeepSpeed-Chat prints the same
+    `***** Running training *****` banner with none of the Trainer's lines under it."""
+    for found in STDOUT_MARKERS.finditer(head):
+        if "Running training" not in found.group(0) or BLOCK_BODY in head:
+            return True
+    return False
+
+
+def _advancing_bar(head: str) -> bool:
+    """Two updates of one bare progress bar: the same total, another count."""
+    counts: dict[str, set[str]] = {}
+    for match in BARE_BAR.finditer(head):
+        seen = counts.setdefault(match.group(2), set())
+        seen.add(match.group(1))
+        if len(seen) > 1:
+            return True
+    return False
 
 
 def _from_output_dir(path: Path) -> Run:
@@ -91,7 +124,8 @@ def _from_output_dir(path: Path) -> Run:
     _tokens_per_step(train, config, source)
     _batch_from_rates(config, state, final, final_source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, warnings)
+    saves = save_events(output_dir.checkpoint_saves(root))
+    return _finish(config, train, long, times, used, source, warnings, saves)
 
 
 def _from_stdout(path: Path) -> Run:
@@ -104,20 +138,20 @@ def _from_stdout(path: Path) -> Run:
         where = config["peft_trainable_params"].provenance
         config.setdefault("lora", ConfigValue(True, where))
         config["trainable_params"] = config["peft_trainable_params"]
-    first, _, _ = stdout.numbered_entries(found["dicts"], found["starts"], found["resumes"], None)
-    final = _final_metrics(first)
+    warnings_found = _precision(found["precision"], config, source)
+    warnings_found += _printed_model_config(found["configs"], config, source)
+    final = _final_metrics(numbering.numbered_entries(found, None).long)
     steps = _total(config) or _steps_from_rate(final)
-    long, warnings, numbered = stdout.numbered_entries(
-        found["dicts"], found["starts"], found["resumes"], steps
-    )
+    numbered = numbering.numbered_entries(found, steps, _steps_per_epoch(config))
+    long, warnings = numbered.long, [*warnings_found, *numbered.notes]
     train = train_entries(long)
     times, used = step_times(train, final.get("train_runtime"), steps, printed=True)
     if used != "train_runtime_printed" and train.height:
-        bar_times = _bar_times(found["bars"], train)
+        bar_times = _bar_times(found["bars"], train, steps)
         if bar_times is not None:
             times, used = bar_times, "tqdm"
-    if train.height == 0 and found["bars"].height:
-        train, times, used = _bar_records(found["bars"])
+    if train.height == 0 and numbering.training_bars(found["bars"], steps).height:
+        train, times, used = _bar_records(found["bars"], steps)
     elif train.height == 0 and steps and final.get("train_runtime"):
         # Only the final metrics: one record for the whole run at its average pace.
         train = pl.DataFrame({"entry": [-1], "step": [steps], "line": [None]}).cast(
@@ -131,10 +165,76 @@ def _from_stdout(path: Path) -> Run:
         where = Provenance("log", source, flos["line"][0])
         config.setdefault("reported_total_flos", ConfigValue(flos["value"][0], where))
         config.setdefault("global_step", ConfigValue(steps, where))
-    if numbered:
+    if numbered.numbered:
         _tokens_per_step(train, config, source)
     add_derived(config, source)
-    return _finish(config, train, long, times, used, source, warnings)
+    saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
+    resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
+    return _finish(config, train, long, times, used, source, warnings, saves, resolution)
+
+
+def _precision(found: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> list[str]:
+    """The precision the log states (its first statement, with its line), and a warning when
+    it states two."""
+    if found.height == 0:
+        return []
+    line, dtype = found.row(0)
+    config["dtype"] = ConfigValue(dtype, Provenance("log", source, line))
+    other = found.filter(pl.col("dtype") != dtype)
+    if other.height == 0:
+        return []
+    return [
+        f"{source}: line {line} states {dtype} and line {other['line'][0]}"
+        f" {other['dtype'][0]}: {dtype} taken; pass --dtype if it is not the training's"
+    ]
+
+
+def _printed_model_config(
+    configs: pl.DataFrame, config: dict[str, ConfigValue], source: str
+) -> list[str]:
+    """The model's shape from the first configuration block transformers printed that gives
+    one (`Model config LlamaConfig {...}`; a GenerationConfig or a quantisation config does
+    not), mapped to the run config's names as an output_dir's config.json is."""
+    notes = []
+    for line, name, text in configs.iter_rows():
+        try:
+            shape = shape_from_hf_config(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            if '"num_hidden_layers"' in text or '"n_layer"' in text:
+                notes.append(f"{source}:{line}: the printed {name}'s shape not read ({exc})")
+            continue
+        for key, value in output_dir.shape_facts(shape, Provenance("log", source, line)).items():
+            config.setdefault(key, value)
+        return []
+    return notes
+
+
+def _printed_resolution(dicts: pl.DataFrame) -> float | None:
+    """The resolution of the cumulative train_runtime as transformers 5 prints it (`.4g`: 4
+    significant digits, so 1 s from 1000 s on, 10 s from 10,000 s), at its largest value;
+    None for the floats transformers 4 prints (rounded to 0.1 ms)."""
+    runtime = dicts.filter((pl.col("key") == "train_runtime") & pl.col("quoted"))["value"]
+    largest = runtime.max()
+    if not isinstance(largest, float) or largest <= 0:
+        return None
+    return float(10 ** (math.floor(math.log10(largest)) - 3))
+
+
+def _steps_per_epoch(config: dict[str, ConfigValue]) -> float | None:
+    """Optimizer steps per epoch from the training block, as the Trainer counts its epoch:
+    the dataloader's batches per rank (`ceil(ceil(examples / ranks) / per-device batch)`,
+    the sampler pads every rank to the same share) over the accumulation steps; without the
+    per-device figures, examples / total batch."""
+    values = {k: v.value for k, v in config.items()}
+    examples, total = values.get("num_train_samples"), values.get("global_batch_size")
+    micro, accumulation = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    if not isinstance(examples, int) or not isinstance(total, int) or total <= 0:
+        return None
+    if isinstance(micro, int) and isinstance(accumulation, int) and micro * accumulation:
+        ranks, rest = divmod(total, micro * accumulation)
+        if ranks and not rest:
+            return math.ceil(math.ceil(examples / ranks) / micro) / accumulation
+    return examples / total
 
 
 def _batch_from_rates(
@@ -199,39 +299,54 @@ def _final_metrics(long: pl.DataFrame) -> dict[str, float]:
     return dict(zip(entry["key"].to_list(), entry["value"].to_list(), strict=True))
 
 
-def _main_bars(bars: pl.DataFrame) -> pl.DataFrame:
-    """The training bar's updates (the evaluation bars have another total), once each."""
-    if bars.height == 0:
-        return bars
-    total = bars["total"].max()
-    return bars.filter(pl.col("total") == total).unique("n", keep="first", maintain_order=True)
-
-
-def _bar_times(bars: pl.DataFrame, train: pl.DataFrame) -> pl.Series | None:
-    """Seconds per step between the bar updates printed just before consecutive logs."""
-    main = _main_bars(bars)
+def _bar_times(bars: pl.DataFrame, train: pl.DataFrame, steps: int | None) -> pl.Series | None:
+    """Seconds per step between the training bar's updates at consecutive logs' steps (the
+    update at the step, else the last before it)."""
+    main = numbering.training_bars(bars, steps).unique("n", keep="first", maintain_order=True)
     if main.height == 0:
         return None
-    at = train.select("line", "step").join_asof(
-        main.select("line", "n", "elapsed_s").sort("line"), on="line", strategy="backward"
+    at = (
+        train.select("step", row=pl.int_range(pl.len()))
+        .sort("step")
+        .join_asof(
+            main.select("n", "elapsed_s", "rate_s", "rate_error").sort("n"),
+            left_on="step",
+            right_on="n",
+            strategy="backward",
+        )
+        .sort("row")
     )
-    gap = pl.col("n") - pl.col("n").shift(1)
-    seconds = (pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap
-    times = at.select(
-        pl.when(gap > 0).then(seconds).otherwise(pl.col("elapsed_s") / pl.col("n")).alias("t")
-    ).to_series()
+    times = at.select(_tqdm_seconds().alias("t")).to_series()
     return None if times.null_count() == times.len() else times.alias("step_time_s")
 
 
-def _bar_records(bars: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, str]:
+def _bar_records(bars: pl.DataFrame, steps: int | None) -> tuple[pl.DataFrame, pl.Series, str]:
     """Without logged dicts, one record per training-bar update."""
-    main = _main_bars(bars).filter(pl.col("n") > 0).sort("line", "piece")
-    gap = pl.col("n") - pl.col("n").shift(1)
-    seconds = ((pl.col("elapsed_s") - pl.col("elapsed_s").shift(1)) / gap).fill_null(
-        pl.col("elapsed_s") / pl.col("n")
+    main = (
+        numbering.training_bars(bars, steps)
+        .unique("n", keep="first", maintain_order=True)
+        .sort("line", "piece")
     )
     train = main.select("line", step="n", entry=pl.int_range(pl.len(), dtype=pl.Int64))
-    return train, main.select(seconds.alias("step_time_s")).to_series(), "tqdm"
+    return train, main.select(_tqdm_seconds()).to_series(), "tqdm"
+
+
+def _tqdm_seconds() -> pl.Expr:
+    """Seconds per step over the steps since the bar update before (`n`, `elapsed_s`,
+    `rate_s`, `rate_error` columns). tqdm prints its elapsed clock in whole seconds, so a
+    difference of two readings is right to a second over the record; its rate (`{:5.2f}s/it`
+    or `it/s`) is an exponential average over the last updates (smoothing 0.3) on a fine
+    clock, to its two decimals. The rate is taken where the elapsed clock agrees with it
+    within the clock's resolution (a steady record, which the whole seconds would quantise);
+    the elapsed difference where it does not (a stall, which the average would smear over
+    the records after it)."""
+    gap = pl.col("n") - pl.col("n").shift(1)
+    covered = pl.when(gap > 0).then(gap).otherwise(pl.col("n"))
+    elapsed = pl.when(gap > 0).then(pl.col("elapsed_s") - pl.col("elapsed_s").shift(1))
+    clock = elapsed.otherwise(pl.col("elapsed_s")) / covered
+    rate = pl.col("rate_s")
+    agrees = ((clock - rate) * covered).abs() <= 1.0 + pl.col("rate_error") * rate * covered
+    return pl.when(rate.is_not_null() & agrees).then(rate).otherwise(clock).alias("step_time_s")
 
 
 def _tokens_per_step(train: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> None:
@@ -257,6 +372,8 @@ def _finish(
     used: str | None,
     source: str,
     warnings: list[str],
+    saves: pl.DataFrame,
+    resolution: float | None = None,
 ) -> Run:
     config["framework"] = ConfigValue(FRAMEWORK, Provenance("log", source))
     if used is not None:
@@ -272,7 +389,15 @@ def _finish(
         framework=FRAMEWORK,
         config=config,
         table=table,
-        metrics=other_metrics(long, train, source),
-        sources=[SourceInfo(source, HfTrainerParser.name, table.height)],
+        metrics=pl.concat([other_metrics(long, train, source), saves]),
+        sources=[
+            SourceInfo(
+                source,
+                HfTrainerParser.name,
+                table.height,
+                # tqdm's elapsed clock prints whole seconds (see _tqdm_seconds)
+                clock_resolution_s=1.0 if used == "tqdm" else resolution,
+            )
+        ],
         warnings=warnings,
     )

@@ -3,6 +3,7 @@ tqdm bars (glued with `\\r`), PEFT's `trainable params` line, whatever the launc
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,15 +20,39 @@ CANDIDATES = (
     "trainable params",
     "TrainOutput",
     "Continuing training from global step",
+    "Saving model checkpoint to",
+    "fp16",
+    "bf16",
+    "ixed precision",
+    "ixed_precision",
 )
 RESUME = r"Continuing training from global step (\d+)"
+# The precision a run states: a TrainingArguments dump (`fp16=True,` one field a line, or all
+# on one line in transformers < 4.7), a YAML config (`bf16: true`, axolotl), a launch
+# command's flag (`--bf16`, `--bf16 True`, `--bf16=true \`), accelerate's
+# `mixed_precision='fp16'` or its state's `Mixed precision type: bf16`. A flag set False,
+# `auto`, or `fp16_full_eval=` says nothing.
+PRECISION = (
+    r"(?:^|[\s,(-])(?:(fp16|bf16)\s*[=:]\s*['\"]?(?:True|true)\b"
+    r"|--(fp16|bf16)(?:[ =](?:True|true))?(?:\s+(?:--|\\$)|\s*$)"
+    r"|(?:mixed_precision\s*[=:]\s*['\"]?|Mixed precision type:\s*)(fp16|bf16|fp8)\b)"
+)
+# A configuration transformers prints as its JSON (`PretrainedConfig.__repr__`), after
+# whatever logger prefix: `Model config LlamaConfig {`, then the JSON's lines, then `}`.
+CONFIG_START = r"(?:^|\s)([A-Z][A-Za-z0-9]*Config) \{$"
+# Lines a printed configuration is read within (a model config has some 30 to 80).
+CONFIG_LINES = 400
+# Trainer._save_checkpoint's INFO line (`Saving model checkpoint to out/checkpoint-500`).
+SAVE = r"Saving model checkpoint to .*checkpoint-(\d+)"
 
 # Where a record starts inside a glued line: a launcher label, a dict, a tqdm bar.
 RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|\s*\d{1,3}%\|"
 
 DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines with `host: `
 PAIR = r"'([^']+)': '?([-+\w.]+)'?"
-BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<"
+# tqdm's `{n}/{total} [{elapsed}<{remaining}, {rate}]`: elapsed in whole seconds (`MM:SS`,
+# `H:MM:SS` past an hour), the rate `{:5.2f}s/it` or `it/s` (`?it/s` before the first update).
+BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<[^,\]]*(?:,\s*([\d.]+)(s/it|it/s))?"
 BLOCK = {
     "Num examples": "num_train_samples",
     "Num Epochs": "num_train_epochs",
@@ -52,8 +77,12 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         "facts": [],
         "starts": [],
         "resumes": [],
+        "saves": [],
+        "precision": [],
+        "configs": [],
     }
     for frame in line_frames(path):
+        found["configs"].append(_config_blocks(frame))
         lines = frame.filter(pl.col("text").str.contains_any(list(CANDIDATES)))
         pieces = split_glued(lines, RECORD_START).with_columns(
             clean(strip_launcher(pl.col("text"))).str.strip_chars_end().alias("text")
@@ -69,10 +98,53 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
                 "step"
             )
         )
+        found["saves"].append(
+            pieces.select("line", step=text.str.extract(SAVE).cast(pl.Int64)).drop_nulls("step")
+        )
+        found["precision"].append(_precision(pieces))
         found["dicts"].append(_dicts(pieces))
         found["bars"].append(_bars(pieces))
         found["facts"].append(_facts(pieces))
     return {key: pl.concat(frames) for key, frames in found.items()}
+
+
+def _config_blocks(frame: pl.DataFrame) -> pl.DataFrame:
+    """(line, name, json) of every configuration printed as JSON in the frame (a block cut
+    by the frame's end, or not valid JSON, is not kept)."""
+    text = clean(strip_launcher(pl.col("text"))).str.strip_chars_end()
+    starts = (
+        frame.filter(pl.col("text").str.contains("Config {", literal=True))
+        .with_columns(name=text.str.extract(CONFIG_START))
+        .drop_nulls("name")
+    )
+    rows: list[tuple[int, str, str]] = []
+    first = frame["line"][0] if frame.height else 0
+    for line, name, opening in starts.select("line", "name", text).iter_rows():
+        body = frame.slice(line - first + 1, CONFIG_LINES).select(text)["text"].to_list()
+        # the closing brace is indented as the opening line is (a log quoted in an indented
+        # block indents both)
+        end = opening[: len(opening) - len(opening.lstrip())] + "}"
+        if end not in body:
+            continue
+        block = "{" + "\n".join(body[: body.index(end)]) + "}"
+        try:
+            json.loads(block)
+        except ValueError:
+            continue
+        rows.append((line, name, block))
+    return pl.DataFrame(
+        rows, schema={"line": pl.Int64, "name": pl.String, "json": pl.String}, orient="row"
+    )
+
+
+def _precision(pieces: pl.DataFrame) -> pl.DataFrame:
+    """(line, dtype) of every line that states the run's precision."""
+    m = pl.col("m").struct
+    return (
+        pieces.with_columns(m=pl.col("text").str.extract_groups(PRECISION))
+        .select("line", dtype=pl.coalesce(m.field("1"), m.field("2"), m.field("3")))
+        .drop_nulls("dtype")
+    )
 
 
 def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
@@ -86,6 +158,8 @@ def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
             "piece",
             key=pl.col("kv").struct.field("1"),
             value=pl.col("kv").struct.field("2").cast(pl.Float64, strict=False),
+            # transformers 5 prints every float as a `.4g` string: 4 significant digits
+            quoted=pl.col("pair").str.contains(": '", literal=True),
         )
         .drop_nulls(["key", "value"])
     )
@@ -93,6 +167,7 @@ def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
 
 def _bars(pieces: pl.DataFrame) -> pl.DataFrame:
     m = pl.col("m").struct
+    rate = m.field("6").cast(pl.Float64, strict=False)
     return (
         pieces.with_columns(m=pl.col("text").str.extract_groups(BAR))
         .filter(m.field("1").is_not_null())
@@ -106,6 +181,9 @@ def _bars(pieces: pl.DataFrame) -> pl.DataFrame:
                 + m.field("4").cast(pl.Int64) * 60
                 + m.field("5").cast(pl.Int64)
             ).cast(pl.Float64),
+            rate_s=pl.when(m.field("7") == "s/it").then(rate).otherwise(1 / rate),
+            # printed to 2 decimals: the relative error of the rate
+            rate_error=0.005 / rate,
         )
     )
 
@@ -137,86 +215,3 @@ def _facts(pieces: pl.DataFrame) -> pl.DataFrame:
         .select("line", "key", value=number)
         .drop_nulls("value")
     )
-
-
-def numbered_entries(
-    dicts: pl.DataFrame, starts: pl.DataFrame, resumes: pl.DataFrame, total_steps: int | None
-) -> tuple[pl.DataFrame, list[str], bool]:
-    """The dict entries with their step. stdout dicts carry none: the k-th training log of a
-    launch is step k·L, L the logging interval, which the number of training logs and the
-    total steps fix (logs at L, 2L, ... up to the total). A launch resumed from a checkpoint
-    (`Continuing training from global step N`) logs from the first multiple of L after N.
-    Evaluation and final entries take the step of the training log before them. Copies
-    printed by several ranks are kept once. The flag says whether the steps are the run's
-    (False: numbered 1, 2, 3, ...)."""
-    notes: list[str] = []
-    order = pl.col("line") * 10_000 + pl.col("piece")
-    entries = (
-        dicts.with_columns(order=order)
-        .group_by("order", maintain_order=True)
-        .agg(pl.col("key"), pl.col("value"), pl.col("line").first())
-    )
-    launches = (
-        starts.select(order=order)
-        .sort("order")
-        .with_row_index("launch", offset=1)
-        .with_columns(pl.col("launch").cast(pl.Int64))
-    )
-    offsets = (
-        resumes.select(order=order, step="step")
-        .sort("order")
-        .join_asof(launches, on="order", strategy="backward")
-        .select(pl.col("launch").fill_null(0), resumed_from="step")
-        .unique("launch", keep="first")
-    )
-    entries = entries.sort("order").join_asof(launches, on="order", strategy="backward")
-    entries = entries.with_columns(pl.col("launch").fill_null(0)).join(
-        offsets, on="launch", how="left", maintain_order="left"
-    )
-    entries = entries.with_columns(pl.col("resumed_from").fill_null(0))
-    # A copy: the same keys and values as an entry before it in the same launch.
-    entries = entries.filter(pl.struct("launch", "key", "value").is_first_distinct())
-    is_train = pl.col("key").list.contains("loss")
-    entries = entries.with_columns(k=is_train.cast(pl.Int64).cum_sum().over("launch"))
-    train = entries.filter(is_train)
-    interval = None
-    if train.height:
-        last = train.filter(pl.col("launch") == train["launch"].max())
-        interval = _logging_interval(last.height, total_steps, int(last["resumed_from"][0]))
-    if train.height and interval is None:
-        notes.append(
-            "stdout's logged dicts carry no step number and the total steps do not fix the"
-            " logging interval: records are numbered 1, 2, 3, ... (the output_dir's"
-            " trainer_state.json has the steps)"
-        )
-    size = interval or 1
-    final = pl.col("key").list.contains("train_runtime") & ~is_train
-    step = pl.when(final & (pl.lit(total_steps).is_not_null())).then(pl.lit(total_steps))
-    # without the interval the records are only numbered, a resume's offset means nothing
-    offset = pl.col("resumed_from") // size if interval else pl.lit(0)
-    logged = (offset + pl.col("k")) * size
-    entries = entries.with_columns(
-        step=step.otherwise(logged).cast(pl.Int64),
-        entry=pl.int_range(pl.len(), dtype=pl.Int64),
-    )
-    long = entries.explode(["key", "value"]).select("entry", "step", "line", "key", "value")
-    return long, notes, interval is not None
-
-
-def _logging_interval(logs: int, total_steps: int | None, resumed_from: int = 0) -> int | None:
-    """The L with floor(total / L) - floor(resumed_from / L) == logs, when exactly one whole
-    number fits (for a resumed launch, preferring one that divides the checkpoint's step)."""
-    if not total_steps or logs <= 0 or resumed_from >= total_steps:
-        return None
-    if resumed_from == 0:
-        smallest, largest = total_steps // (logs + 1) + 1, total_steps // logs
-        return largest if smallest == largest else None
-    fits = [
-        size
-        for size in range(1, (total_steps - resumed_from) // logs + 2)
-        if total_steps // size - resumed_from // size == logs
-    ]
-    if len(fits) > 1:
-        # checkpoints are saved every save_steps, in practice a multiple of the interval
-        fits = [size for size in fits if resumed_from % size == 0]
-    return fits[0] if len(fits) == 1 else None
