@@ -90,15 +90,15 @@ def problems_in(truth: dict[str, Any]) -> list[str]:
     return problems
 
 
-def compare(key: str, want: Any, got: Any) -> str | None:
-    """'key: expected X, got Y' when they differ (relative tolerance for measured times)."""
+def compare(key: str, want: Any, got: Any, where: str = "") -> str | None:
+    """'key: expected X, got Y' when they differ (relative tolerance for measured figures)."""
     if key == "format" and isinstance(want, str):
         want = [want]
     if key in RELATIVE and isinstance(want, int | float) and isinstance(got, int | float):
         same = got == pytest.approx(want, rel=RELATIVE[key])
     else:
         same = want == got
-    return None if same else f"{key}: expected {want!r}, got {got!r}"
+    return None if same else f"{where}{key}: expected {want!r}, got {got!r}"
 
 
 def mismatches(expect: dict[str, Any], doc: dict[str, Any], where: str = "") -> list[str]:
@@ -106,10 +106,10 @@ def mismatches(expect: dict[str, Any], doc: dict[str, Any], where: str = "") -> 
     wrong = []
     for key, want in expect.items():
         if key in PLAIN:
-            wrong.append(compare(where + key, want, PLAIN[key](doc)))
+            wrong.append(compare(key, want, PLAIN[key](doc), where))
         elif key in NESTED:
             held = doc["run"][NESTED[key]] or {}
-            wrong += [compare(f"{where}{key}.{k}", v, held.get(k)) for k, v in want.items()]
+            wrong += [compare(f"{key}.{k}", v, held.get(k), where) for k, v in want.items()]
     return [w for w in wrong if w]
 
 
