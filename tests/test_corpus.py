@@ -44,7 +44,7 @@ PLAIN: dict[str, Callable[[Doc], Any]] = {
     "reported_tflops_per_gpu": lambda doc: doc["reported"]["tflops_per_gpu"],
     "restarts": lambda doc: len(doc["restarts"]),
 }
-NESTED = {"model": "model", "parallelism": "parallelism"}
+NESTED = ("model", "parallelism")  # objects under `run`, compared key by key
 # with several runs, the file-wide keys combine the runs; the rest go in `per_run`
 COMBINED: dict[str, Callable[[list[Doc]], Any]] = {
     "format": lambda docs: sorted({f for doc in docs for f in PLAIN["format"](doc)}),
@@ -108,7 +108,7 @@ def mismatches(expect: dict[str, Any], doc: dict[str, Any], where: str = "") -> 
         if key in PLAIN:
             wrong.append(compare(key, want, PLAIN[key](doc), where))
         elif key in NESTED:
-            held = doc["run"][NESTED[key]] or {}
+            held = doc["run"][key] or {}
             wrong += [compare(f"{key}.{k}", v, held.get(k), where) for k, v in want.items()]
     return [w for w in wrong if w]
 
