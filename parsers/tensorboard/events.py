@@ -12,6 +12,7 @@ protobuf classes one by one.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,11 +350,11 @@ def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
             plugin = value.metadata.plugin_data.plugin_name
             if kind == "simple_value":
                 number: float | None = value.simple_value
+            elif plugin == "hparams":  # torch's and tensorboardX's carry no tensor
+                _hparams(value.metadata.plugin_data.content, record, into.hparams)
+                continue
             elif kind == "tensor" and plugin == "text":
                 into.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
-                continue
-            elif kind == "tensor" and plugin == "hparams":
-                _hparams(value.metadata.plugin_data.content, record, into.hparams)
                 continue
             elif kind == "tensor":
                 number = tensor_scalar(value.tensor)
@@ -377,7 +378,8 @@ def _text(tensor: Any) -> str:
 
 
 def _hparams(content: bytes, record: int, into: dict[str, tuple[object, int]]) -> None:
-    """torch's `add_hparams` writes the values in the hparams plugin's session-start record."""
+    """torch's and tensorboardX's `add_hparams` write the values in the hparams plugin's
+    session-start record."""
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     try:
@@ -388,5 +390,9 @@ def _hparams(content: bytes, record: int, into: dict[str, tuple[object, int]]) -
         return
     for name, value in data.session_start_info.hparams.items():
         kind = value.WhichOneof("kind")
-        if kind is not None:
-            into[name] = (getattr(value, kind), record)
+        if kind is None:
+            continue
+        found = getattr(value, kind)
+        if kind == "number_value" and math.isfinite(found) and found.is_integer():
+            found = int(found)  # every number is held as a double: 24.0 was num_layers=24
+        into[name] = (found, record)
