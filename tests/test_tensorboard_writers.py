@@ -17,10 +17,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
 from loganalyzer.parsers.tensorboard import TensorBoardParser
+from loganalyzer.parsers.tensorboard.writer_folders import series_name
 
 START = 1_795_000_000.0
 STEPS = range(1, 41)
@@ -198,3 +200,22 @@ def test_merged_summaries_read_as_one_value_an_event(tmp_path: Path) -> None:
     for other in others:
         assert other["iterations"] == one["iterations"]
         assert other["step_time_s"] == one["step_time_s"]
+
+
+@pytest.mark.parametrize(
+    ("relative", "tag", "series"),
+    [
+        ("throughput/samples_per_s", "throughput", "throughput/samples_per_s"),  # tensorboardX
+        ("throughput_samples_per_s", "throughput", "throughput/samples_per_s"),  # torch
+        ("train/speed/tokens", "train/speed", "train/speed/tokens"),
+        ("train_speed_tokens", "train/speed", "train/speed/tokens"),
+        ("throughput", "throughput", None),  # no key: a run of its own
+        ("throughput/a/b", "throughput", None),
+        ("B", "lm loss", None),  # another run's folder
+        ("throughputs_x", "throughput", None),
+    ],
+)
+def test_an_add_scalars_folder_names_its_series(
+    relative: str, tag: str, series: str | None
+) -> None:
+    assert series_name(relative, tag) == series
