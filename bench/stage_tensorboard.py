@@ -4,7 +4,9 @@ kept) and `tbparse.SummaryReader(...).scalars`, each in a process of its own.
 
 The file holds Megatron-LM's `lm loss`, `learning-rate` and `iteration-time` at every step
 (3 tags x events / 3 steps), framed by tensorboard's RecordWriter; its CRCs are computed in C
-(`crc32c`): tensorboard's pure-Python CRC would take minutes for 3,000,000 events. Each
+(`crc32c`): tensorboard's pure-Python CRC would take minutes for 3,000,000 events. A second
+file holds the same scalars as TF1 merged summaries (`tf.summary.merge_all()`, a writer's
+`add_summary` of a Summary of several values): one event per step carrying all three. Each
 reader prints how many scalar values it read, which must be every one written.
 
     python -m bench.stage_tensorboard READER PATH    # one reader, as the harness runs it
@@ -28,12 +30,17 @@ START = 1_795_000_000.0
 
 def cases(workdir: Path, quick: bool) -> list[Case]:
     events = QUICK_EVENTS if quick else FULL_EVENTS
+    return [_case(workdir, events, merged=False), _case(workdir, events, merged=True)]
+
+
+def _case(workdir: Path, events: int, merged: bool) -> Case:
     # The name carries the count: a `--workdir` that holds the file of a run with the same
     # count reuses it (written whole, then renamed: never a file cut short).
-    path = workdir / f"events.out.tfevents.1795000000.bench.{events}.0"
+    kind = "merged" if merged else "bench"
+    path = workdir / f"events.out.tfevents.1795000000.{kind}.{events}.0"
     if not path.exists():
         partial = path.with_suffix(".partial")
-        write_events(partial, events)
+        write_events(partial, events, merged)
         partial.rename(path)
 
     def command(label: str, reader: str) -> Command:
@@ -41,26 +48,30 @@ def cases(workdir: Path, quick: bool) -> list[Case]:
         return Command(label, argv, check=lambda out: _every_event(out, events))
 
     megabytes = path.stat().st_size / 1e6
-    return [
-        Case(
-            NAME,
-            f"{events:,} scalar events ({megabytes:,.0f} MB)",
-            events,
-            "events",
-            command("loganalyzer TensorBoardParser", "loganalyzer"),
-            (
-                command("EventAccumulator(scalars: 0)", "event-accumulator"),
-                command("tbparse SummaryReader", "tbparse"),
-            ),
-            # Both read in pure Python on one thread (their CRC too): one per core.
-            side_by_side=True,
-        )
-    ]
+    what = (
+        f"{events:,} scalars in {events // len(TAGS):,} merged-summary events"
+        if merged
+        else f"{events:,} scalar events"
+    )
+    return Case(
+        NAME,
+        f"{what} ({megabytes:,.0f} MB)",
+        events,
+        "scalars" if merged else "events",
+        command("loganalyzer TensorBoardParser", "loganalyzer"),
+        (
+            command("EventAccumulator(scalars: 0)", "event-accumulator"),
+            command("tbparse SummaryReader", "tbparse"),
+        ),
+        # Both read in pure Python on one thread (their CRC too): one per core.
+        side_by_side=True,
+    )
 
 
-def write_events(path: Path, events: int) -> None:
-    """`events` simple-value scalar events (a multiple of 3: 3 tags per step), and the
-    file-version header, through tensorboard's RecordWriter."""
+def write_events(path: Path, events: int, merged: bool = False) -> None:
+    """`events` simple-value scalars (a multiple of 3: 3 tags per step), one an event or,
+    `merged`, the three of a step in one event; and the file-version header, through
+    tensorboard's RecordWriter."""
     import crc32c
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.summary.writer import record_writer
@@ -77,13 +88,17 @@ def write_events(path: Path, events: int) -> None:
             header = Event(wall_time=START, file_version="brain.Event:2")
             writer.write(header.SerializeToString())
             event = Event()
-            value = event.summary.value.add()
+            slots = [event.summary.value.add() for _ in (TAGS if merged else TAGS[:1])]
             for step in range(1, events // len(TAGS) + 1):
                 event.wall_time = START + step / 2
                 event.step = step
                 for index, tag in enumerate(TAGS):
+                    value = slots[index if merged else 0]
                     value.tag = tag
                     value.simple_value = index + step / 1000
+                    if not merged:
+                        writer.write(event.SerializeToString())
+                if merged:
                     writer.write(event.SerializeToString())
     finally:
         record_writer.masked_crc32c = own

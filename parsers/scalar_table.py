@@ -111,8 +111,12 @@ class TableBuilder:
         self.carry: dict[str, tuple[int | None, int]] = {}  # per name: last step, restarts
         self.ordered = True  # each batch's rows of the table come after the batch before's
 
-    def add(self, long: pl.DataFrame) -> None:
-        """Reduce one batch of the long table (record order, after the batches before)."""
+    def add(self, long: pl.DataFrame, source: str | None = None, line_offset: int = 0) -> None:
+        """Reduce one batch of the long table (record order, after the batches before).
+        A batch read from another file than the builder's (`source`: a sub-folder its
+        writer wrote beside it) has its long-table rows traced to that file, and its
+        records numbered on after the builder's own in the per-iteration table
+        (`line_offset`), whose lines must tell the records apart in the order read."""
         if long.height == 0:
             return
         names = long.get_column("name").unique().to_list()
@@ -137,6 +141,8 @@ class TableBuilder:
             rowed = long
             if len(rowed_names) < len(kept):
                 rowed = long.filter(pl.col("name").is_in(rowed_names))
+            if line_offset:
+                rowed = rowed.with_columns(pl.col("record") + line_offset)
             partial = _in_order(rowed, rowed_names, self.carry)
             if partial is None:
                 partial = self._grouped(self._segmented(rowed))
@@ -150,7 +156,7 @@ class TableBuilder:
                         iteration="step",
                         name="name",
                         value="value",
-                        source=pl.lit(self.source),
+                        source=pl.lit(source or self.source),
                         line="record",
                     )
                 )

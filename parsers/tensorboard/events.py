@@ -3,14 +3,16 @@
 Most events in a training run's file are one `simple_value` scalar each (what torch's
 SummaryWriter, Megatron, DeepSpeed and HF Trainer write), and they all have the same
 protobuf layout: `wall_time, step, summary{value{tag, simple_value}}`. Those are decoded with
-numpy, a chunk of records at a time: the records of one length and tag as a group each
-(`uniform`), the others through per-record offsets; every other event (the file-version
-header, TF2 tensor scalars, text, hyper-parameters, histograms) goes through the protobuf
-classes one by one.
+numpy, a chunk of records at a time: the records of one length and layout as a group each
+(`uniform`: also events of several scalars, TF1's merged summaries, and TF2 tensor scalars),
+the other one-value events through per-record offsets; every other event (the file-version
+header, text, hyper-parameters, histograms, scalar events of rare layouts) goes through the
+protobuf classes one by one.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,7 @@ import polars as pl
 
 from loganalyzer.parsers.crc import I64Array, U8Array
 from loganalyzer.parsers.tensorboard.numbers import numbers_at
+from loganalyzer.parsers.tensorboard.tensors import tensor_scalar
 from loganalyzer.parsers.tensorboard.tfrecord import Chunk
 from loganalyzer.parsers.tensorboard.uniform import (
     SHORTEST,
@@ -30,6 +33,7 @@ from loganalyzer.parsers.tensorboard.uniform import (
     VALUE,
     VARINT_BYTES,
     WALL_TIME,
+    Group,
     uniform_groups,
 )
 
@@ -42,8 +46,6 @@ SCALAR_SCHEMA = {
     "value": pl.Float64(),
     "record": pl.Int64(),
 }
-# DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF, DT_BFLOAT16 → numpy element types.
-_TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 DT_STRING = 7
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, bits well mixed (Fibonacci hashing)
 _HIGH_BITS = np.uint64(0x8080808080808080)
@@ -86,16 +88,19 @@ def scalars(chunk: Chunk, into: Decoded) -> pl.DataFrame:
 
 
 def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], pl.DataFrame]:
-    """Which records have the one-simple-value layout, and their scalars: the groups of one
-    length and tag at once each (`uniform`), the other records at once through per-record
-    offsets."""
+    """Which records have a layout read with numpy, and their scalars: the groups of one
+    length and layout at once each (`uniform`), the other one-value records at once through
+    per-record offsets."""
     count = len(chunk.starts)
     if count == 0:
         return np.zeros(0, dtype=bool), pl.DataFrame(schema=SCALAR_SCHEMA)
     found = _Found(count)
     rest = np.ones(count, dtype=bool)
     for group in uniform_groups(chunk):
-        found.add(group.members, group.wall_time, group.step, group.value, [group.tag], 0)
+        if len(group.tags) == 1:
+            found.add(group.members, group.wall_time, group.step, group.values[0], [*group.tags], 0)
+        else:
+            found.add_several(group)
         rest[group.members] = False
     others = np.flatnonzero(rest)
     if len(others):
@@ -104,7 +109,8 @@ def _simple_scalars(chunk: Chunk) -> tuple[np.ndarray[Any, np.dtype[np.bool_]], 
 
 
 class _Found:
-    """The scalars of a chunk's records as they are found, at each record's index."""
+    """The scalars of a chunk's records as they are found: those of one-value records at
+    each record's index, the groups of records of several values as they are."""
 
     def __init__(self, count: int) -> None:
         self.ok = np.zeros(count, dtype=bool)
@@ -113,6 +119,7 @@ class _Found:
         self.value = np.zeros(count, dtype=np.float64)
         self.tag = np.zeros(count, dtype=np.int64)  # the index of its name in `names`
         self.names: dict[str, int] = {}
+        self.several: list[Group] = []
 
     def add(
         self,
@@ -134,10 +141,28 @@ class _Found:
         codes = np.array([self.names.setdefault(name, len(self.names)) for name in names])
         self.tag[at] = np.take(codes, tags)
 
+    def add_several(self, group: Group) -> None:
+        """The scalars of a group of records of several values each."""
+        self.ok[group.members] = True
+        self.several.append(group)
+
     def frame(self, first: int) -> pl.DataFrame:
         """The scalars found, in record order (`first`: the index of the chunk's first
-        record in the file)."""
+        record in the file), a record's scalars in its summary's order."""
+        one_value = self._one_value(first)
+        if not self.several:
+            return one_value
+        parts = [_rows(group, first) for group in self.several]
+        if one_value.height:
+            parts.append(one_value)
+        whole = pl.concat(parts)
+        return whole if len(parts) == 1 else whole.sort("record", maintain_order=True)
+
+    def _one_value(self, first: int) -> pl.DataFrame:
         index = np.flatnonzero(self.ok)
+        if self.several:
+            taken = np.concatenate([group.members for group in self.several])
+            index = np.setdiff1d(index, taken, assume_unique=True)
         if len(index) == 0:
             return pl.DataFrame(schema=SCALAR_SCHEMA)
         names = pl.Series("name", list(self.names), dtype=pl.Categorical)
@@ -152,6 +177,27 @@ class _Found:
             },
             schema=SCALAR_SCHEMA,
         )
+
+
+def _rows(group: Group, first: int) -> pl.DataFrame:
+    """A group's scalars, a record's values one after another in its summary's order."""
+    count, width = len(group.members), len(group.tags)
+    values = np.empty((count, width), dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN widened (see `_Found.add`)
+        for column, numbers in enumerate(group.values):
+            values[:, column] = numbers
+    names = pl.Series("name", list(dict.fromkeys(group.tags)), dtype=pl.Categorical)
+    codes = np.array([names.to_list().index(tag) for tag in group.tags])
+    return pl.DataFrame(
+        {
+            "name": names.gather(pl.Series(np.tile(codes, count))),
+            "step": np.repeat(group.step, width),
+            "wall_time": np.repeat(group.wall_time, width),
+            "value": values.ravel(),
+            "record": np.repeat(group.members + first, width),
+        },
+        schema=SCALAR_SCHEMA,
+    )
 
 
 def _each(data: U8Array, starts: I64Array, lengths: I64Array, at: I64Array, into: _Found) -> None:
@@ -285,7 +331,7 @@ def _tags(data: U8Array, at: I64Array, lengths: I64Array) -> tuple[list[str], I6
 
 
 def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
-    """The scalars of the chunk's `records` that are not one simple value, decoded through
+    """The scalars of the chunk's `records` that numpy did not read, decoded through
     the protobuf classes; their texts, hyper-parameters and what was not read go `into`."""
     from tensorboard.compat.proto.event_pb2 import Event
 
@@ -304,14 +350,14 @@ def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
             plugin = value.metadata.plugin_data.plugin_name
             if kind == "simple_value":
                 number: float | None = value.simple_value
+            elif plugin == "hparams":  # torch's and tensorboardX's carry no tensor
+                _hparams(value.metadata.plugin_data.content, record, into.hparams)
+                continue
             elif kind == "tensor" and plugin == "text":
                 into.texts.append(Text(value.tag, event.step, _text(value.tensor), record))
                 continue
-            elif kind == "tensor" and plugin == "hparams":
-                _hparams(value.metadata.plugin_data.content, record, into.hparams)
-                continue
             elif kind == "tensor":
-                number = _tensor_scalar(value.tensor)
+                number = tensor_scalar(value.tensor)
             else:
                 number = None
             if number is None:
@@ -325,21 +371,6 @@ def _one_by_one(chunk: Chunk, records: I64Array, into: Decoded) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=SCALAR_SCHEMA)
 
 
-def _tensor_scalar(tensor: Any) -> float | None:
-    """A TF2 scalar tensor's value (float_val, double_val, int_val or tensor_content); None
-    for anything with more than one element."""
-    if any(dim.size != 1 for dim in tensor.tensor_shape.dim):
-        return None
-    for values in (tensor.float_val, tensor.double_val, tensor.int64_val, tensor.int_val):
-        if len(values) == 1:
-            return float(values[0])
-    dtype = _TENSOR_DTYPES.get(tensor.dtype)
-    if dtype is not None and tensor.tensor_content:
-        array = np.frombuffer(tensor.tensor_content, dtype=dtype)
-        return float(array[0]) if array.size == 1 else None
-    return None
-
-
 def _text(tensor: Any) -> str:
     if tensor.dtype == DT_STRING:
         return "\n".join(s.decode("utf-8", errors="replace") for s in tensor.string_val)
@@ -347,7 +378,8 @@ def _text(tensor: Any) -> str:
 
 
 def _hparams(content: bytes, record: int, into: dict[str, tuple[object, int]]) -> None:
-    """torch's `add_hparams` writes the values in the hparams plugin's session-start record."""
+    """torch's and tensorboardX's `add_hparams` write the values in the hparams plugin's
+    session-start record."""
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     try:
@@ -358,5 +390,9 @@ def _hparams(content: bytes, record: int, into: dict[str, tuple[object, int]]) -
         return
     for name, value in data.session_start_info.hparams.items():
         kind = value.WhichOneof("kind")
-        if kind is not None:
-            into[name] = (getattr(value, kind), record)
+        if kind is None:
+            continue
+        found = getattr(value, kind)
+        if kind == "number_value" and math.isfinite(found) and found.is_integer():
+            found = int(found)  # every number is held as a double: 24.0 was num_layers=24
+        into[name] = (found, record)

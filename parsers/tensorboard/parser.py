@@ -1,7 +1,9 @@
 """The TensorBoard plugin: detection, and one event file into a Run.
 
 A folder of event files is read file by file (the loader expands folders) and merged as one
-run, each file a segment, as restarts write a new file.
+run, each file a segment, as restarts write a new file. The sub-folders a SummaryWriter
+writes beside its own file (tensorboardX's and torch's `add_scalars` series, `add_hparams`)
+are read with that file (`writer_folders`), not as runs of their own.
 
 This module is what the registry loads for every command, so it imports neither numpy nor
 the reading modules: `parse` imports `reader`, and detection imports numpy only for a file
@@ -28,7 +30,8 @@ class TensorBoardParser:
     name = "tensorboard"
     description = (
         "TensorBoard event files: every scalar (simple and TF2 tensor), text and hparams "
-        "(Megatron-LM, DeepSpeed monitor, HF Trainer, torchtitan, Lightning)"
+        "(Megatron-LM, DeepSpeed monitor, HF Trainer, torchtitan, Lightning; tensorboardX's "
+        "add_scalars and add_hparams sub-folders)"
     )
 
     def detect(self, path: Path) -> float:
