@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.errors import InputError
+from loganalyzer.errors import NothingReadError
 from loganalyzer.model import (
     ConfigValue,
     Provenance,
@@ -17,7 +17,7 @@ from loganalyzer.model import (
     conform_table,
 )
 from loganalyzer.parsers.deepspeed import lines
-from loganalyzer.parsers.deepspeed.config import engine_config, json_config
+from loganalyzer.parsers.deepspeed.config import engine_config, gpu_count, json_config
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
@@ -52,6 +52,14 @@ KEY_VALUE_NOTE = (
 )
 # HF Trainer prints these; a Trainer run with DeepSpeed is the HF Trainer parser's.
 HF_MARKERS = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime)': ")
+# The Trainer's records (its log dicts): without them, the `***** Running training *****`
+# banner alone is no Trainer run, as DeepSpeed-Chat prints the same banner before its steps.
+HF_RECORDS = ("{'loss': ", "{'train_runtime': ", "{'eval_loss': ")
+# DeepSpeed's own records: a step line past step 0 (printed at start-up), a ThroughputTimer
+# report, a pipeline engine step.
+DEEPSPEED_RECORDS = re.compile(
+    r"\] step=[1-9]\d*, skipped=|SamplesPerSec=|steps: \d+ loss: [^ ]+ iter time \(s\): "
+)
 
 # What a run at DeepSpeed's default log level (WARNING since 0.17.6) does not print.
 QUIET_LOG = (
@@ -60,6 +68,25 @@ QUIET_LOG = (
     " (batch size, precision, ZeRO stage, step numbers, samples/s)"
 )
 
+
+# The pipeline engine's per-rank layout line (`RANK=0 STAGE=0 LAYERS=... STAGE_PARAMS=...`).
+STAGES = "STAGE_PARAMS="
+
+# What the step times rest on, when not the step= lines with the ThroughputTimer.
+STAMPED = (
+    "step times from the logger timestamps of consecutive {lines} lines (1 ms resolution; the"
+    " first {first} of each launch has none): CurrSamplesPerSec needs train_batch_size, which"
+    " neither the engine printout nor a ds_config*.json beside the log gives"
+    ' ("log_level": "info" prints it)'
+)
+UNTIMED = (
+    "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither the engine"
+    ' printout nor a ds_config*.json beside the log gives ("log_level": "info" prints it)'
+)
+TIMER_ONLY = (
+    "no step= lines: the records are the ThroughputTimer's reports (every steps_per_print"
+    " steps), their step times from its samples per second and the train batch size"
+)
 
 # A log with step lines but no configuration printout (cut before the engine started).
 NO_PRINTOUT = (
@@ -82,8 +109,11 @@ class DeepSpeedParser:
             return 0.0
         if is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
             return 0.0
-        if MEGATRON_MARKERS.search(head) or HF_MARKERS.search(head):
+        if MEGATRON_MARKERS.search(head) or any(record in head for record in HF_RECORDS):
             return 0.2
+        if HF_MARKERS.search(head):
+            # the Trainer's banner with none of its records: the steps here are DeepSpeed's
+            return 0.95 if DEEPSPEED_RECORDS.search(head) else 0.2
         return 0.8
 
     def parse(self, path: Path) -> Run:
@@ -105,14 +135,30 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {NO_PRINTOUT}")
         if KEY_VALUE_ITERATION.search(read_head(path)):
             warnings.append(f"{source}: {KEY_VALUE_NOTE}")
-        batch = config.get("global_batch_size")
-        table, note = _records(parts, batch.value if batch else None, source)
+        pipelined = parts["pipeline"].height > 0 or STAGES in read_head(path)
+        gpus, note = gpu_count(parts["config"], config, pipelined, source)
+        if gpus is not None:
+            config["num_gpus"] = gpus
         if note:
             warnings.append(f"{source}: {note}")
+        if "global_batch_size" not in config:
+            batch_read, note = _pipeline_batch(parts["pipeline"], source)
+            if batch_read is not None:
+                config["global_batch_size"] = batch_read
+                warnings.append(f"{source}: {note}")
+        batch = config.get("global_batch_size")
+        accumulation = config.get("gradient_accumulation_steps")
+        table, notes = _records(
+            parts,
+            batch.value if batch else None,
+            accumulation.value if accumulation else None,
+            source,
+        )
+        warnings.extend(f"{source}: {note}" for note in notes)
         metrics = _metrics(parts, table, source)
         table = _with_reported(table, metrics)
         if table.height == 0 and metrics.height == 0 and len(config) == 1:
-            raise InputError(f"{source}: no DeepSpeed step, timer or config lines found")
+            raise NothingReadError(f"{source}: no DeepSpeed step, timer or config lines found")
         if table.height == 0:
             warnings.append(f"{source}: no training steps logged (the run may have died early)")
         return Run(
@@ -139,53 +185,49 @@ _EXTRACTORS = {
 def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Every kind of line one chunk holds."""
     candidates = lines.candidates(frame)
-    return {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
+    found = {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
+    sections = frame.filter(pl.col("text").str.contains_any(['"fp16"', '"bf16"', '"bfloat16"']))
+    if sections.height:  # the printed JSON's lines: their next line is needed too
+        found["config"] = pl.concat([found["config"], lines.json_precision(frame)])
+    return found
 
 
 def _records(
-    parts: dict[str, pl.DataFrame], batch: object, source: str
-) -> tuple[pl.DataFrame, str | None]:
-    """The per-iteration table from the best lines the log has, and a note on what the step
+    parts: dict[str, pl.DataFrame], batch: object, accumulation: object, source: str
+) -> tuple[pl.DataFrame, list[str]]:
+    """The per-iteration table from the best lines the log has, and notes on what the step
     times rest on: step lines with their ThroughputTimer report, else the pipeline engine's
-    lines, else the per-step timers."""
+    lines, else the ThroughputTimer's own reports, else the per-step timers."""
     starts = parts["starts"]
     steps = _launches(parts["steps"].filter(pl.col("iteration") > 0), starts)
     pipeline = _launches(parts["pipeline"], starts)
-    note = None
+    timer, notes = _timer_reports(parts["throughput"], starts, batch, accumulation)
     if steps.height:
-        throughput = parts["throughput"].join_asof(
+        throughput = timer.join_asof(
             steps.select("line", step_line="line"), on="line", strategy="backward"
         )
         throughput = throughput.unique("step_line", keep="first", maintain_order=True)
         records = steps.join(
-            throughput.drop("line", "stamp", "timer_step"),
+            throughput.drop("line", "stamp", "timer_step", "iteration", "launch", "epoch"),
             left_on="line",
             right_on="step_line",
             how="left",
         )
         if pipeline.height:
-            records = records.drop("samples_per_s").join(
+            records = records.drop("samples_per_s", "step_time_s").join(
                 pipeline.select("launch", "iteration", "loss", "step_time_s", "samples_per_s"),
                 on=["launch", "iteration"],
                 how="left",
                 maintain_order="left",
             )
-        elif isinstance(batch, int) and batch > 0:
-            records = records.with_columns(step_time_s=batch / pl.col("samples_per_s"))
-        elif records["stamp"].drop_nulls().len() > 1:
+            notes = []
+        elif not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            note = (
-                "step times from the logger timestamps of consecutive step= lines (1 ms"
-                " resolution; the first step of each launch has none): CurrSamplesPerSec needs"
-                " train_batch_size, which neither the engine printout nor a ds_config*.json"
-                ' beside the log gives ("log_level": "info" prints it)'
-            )
+            notes = [STAMPED.format(lines="step=", first="step")]
+        elif not _has_batch(batch):
+            notes = [UNTIMED]
         else:
-            note = (
-                "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither"
-                ' the engine printout nor a ds_config*.json beside the log gives ("log_level":'
-                ' "info" prints it)'
-            )
+            notes = []
         records = records.with_columns(
             skipped_iterations=pl.col("skipped_total")
             .diff()
@@ -194,16 +236,113 @@ def _records(
             .clip(lower_bound=0)
         )
     elif pipeline.height:
-        records = pipeline
+        records, notes = pipeline, []
+    elif timer.height:
+        records = timer.drop("timer_step", "epoch")
+        notes.append(TIMER_ONLY)
+        if not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
+            records = records.with_columns(step_time_s=_stamped_step_times())
+            notes.append(STAMPED.format(lines="ThroughputTimer", first="report"))
+        elif not _has_batch(batch):
+            notes.append(UNTIMED)
     else:
-        records = _timer_records(parts["timers"])
+        records, notes = _timer_records(parts["timers"]), []
         if records.height:
-            note = (
+            notes = [
                 "step numbers and times come from the per-step wall_clock_breakdown timers"
                 " (step time = fwd + bwd + step; data loading and the rest of the loop are not"
                 " included; steps counted from 1 as the log has no step lines)"
-            )
-    return _table(records, source), note
+            ]
+    return _table(records, source), notes
+
+
+def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | None, str]:
+    """The train batch size the pipeline engine's lines state: it prints samples/sec as
+    train_batch_size / iter time, so their product is the batch (to the 3 decimals printed);
+    None when the products are not one whole number (to 1 %)."""
+    products = (pipeline["samples_per_s"] * pipeline["step_time_s"]).drop_nulls()
+    if products.len() == 0:
+        return None, ""
+    value = products.median()
+    assert isinstance(value, float)
+    batch = round(value)
+    if batch < 1 or (products - batch).abs().max() > 0.01 * batch:
+        return None, ""
+    where = Provenance("log", source, int(pipeline["line"][0]))
+    note = (
+        f"train batch size {batch} from the pipeline engine's lines (samples/sec x iter time"
+        " (s)): no engine printout or ds_config*.json gives it"
+    )
+    return ConfigValue(batch, where), note
+
+
+def _has_batch(batch: object) -> bool:
+    return isinstance(batch, int) and batch > 0
+
+
+def _timer_reports(
+    throughput: pl.DataFrame, starts: pl.DataFrame, batch: object, accumulation: object
+) -> tuple[pl.DataFrame, list[str]]:
+    """The ThroughputTimer's reports, each with the optimizer step it follows (`iteration`)
+    and that step's time in seconds, from what the timer printed and the train batch size
+    B (`train_batch_size` = micro batch x data-parallel size x accumulation steps g):
+
+    - DeepSpeed >= 0.8 (`global_step=`): CurrSamplesPerSec = B / the step's time, so the
+      step time is B / CurrSamplesPerSec.
+    - 0.7: CurrSamplesPerSec = (micro batch x DP) / one micro-step's time, printed every
+      `steps_per_print` micro-steps of the epoch: the step time is g micro-steps,
+      B / CurrSamplesPerSec, and the step is the micro-step count / g (rounded up).
+    - 0.3-0.6: only the running average R(n) = b (n - 2) / T(n) over the n micro-steps
+      since the start (the first 2 untimed, b = B / g): the timer's own clock T(n) =
+      b (n - 2) / R(n), so a step over the micro-steps (m, n] between two reports took
+      g (T(n) - T(m)) / (n - m) = B ((n - 2) / R(n) - (m - 2) / R(m)) / (n - m).
+
+    The timer times from the forward pass to the end of `step()`: time outside them (data
+    loading between steps) is not in these figures. Before 0.8 the micro-step count starts
+    again each epoch: it is carried on from the last one printed in the epoch before."""
+    notes: list[str] = []
+    if throughput.height == 0:
+        empty = throughput.with_columns(
+            iteration=pl.lit(None, pl.Int64),
+            launch=pl.lit(None, pl.UInt32),
+            step_time_s=pl.lit(None, pl.Float64),
+        )
+        return empty, notes
+    old = throughput["timer_step"].null_count() > 0
+    steps_per = accumulation if isinstance(accumulation, int) and accumulation > 0 else None
+    if old and steps_per is None:
+        steps_per = 1
+        notes.append(
+            "the ThroughputTimer before DeepSpeed 0.8 counts micro-steps and"
+            " gradient_accumulation_steps is not printed: each micro-step is taken for a step"
+        )
+    g = steps_per or 1
+    new_epoch = pl.col("epoch") > pl.col("epoch").shift(1)
+    carried = pl.when(new_epoch).then(pl.col("micro_step").shift(1)).otherwise(0)
+    counted = throughput.sort("line").with_columns(
+        micro_total=pl.col("micro_step") + carried.fill_null(0).cum_sum()
+    )
+    counted = counted.with_columns(
+        iteration=pl.coalesce("timer_step", (pl.col("micro_total") + g - 1) // g)
+    )
+    if old and (counted["epoch"] > 0).any():
+        notes.append(
+            "the ThroughputTimer before DeepSpeed 0.8 counts micro-steps from 0 each epoch:"
+            " later epochs are counted on from the last report of the epoch before (up to"
+            " steps_per_print micro-steps short)"
+        )
+    reports = _launches(counted, starts)
+    if not _has_batch(batch):
+        return reports.with_columns(step_time_s=pl.lit(None, pl.Float64)).drop("micro_total"), notes
+    assert isinstance(batch, int)
+    clock = (pl.col("micro_total") - 2) / pl.col("running_avg_samples_per_s")
+    before = clock.shift(1).over("launch").fill_null(0.0)
+    since = pl.col("micro_total") - pl.col("micro_total").shift(1).over("launch").fill_null(2)
+    from_average = pl.when(since > 0).then(batch * (clock - before) / since)
+    reports = reports.with_columns(
+        step_time_s=pl.coalesce(batch / pl.col("samples_per_s"), from_average)
+    )
+    return reports.drop("micro_total"), notes
 
 
 def _stamped_step_times() -> pl.Expr:
