@@ -22,14 +22,15 @@ from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
 DEEPSPEED_MARKERS = re.compile(
-    r"\[Rank \d+\] step=\d+, skipped=|RunningAvgSamplesPerSec=|DeepSpeedEngine configuration"
-    r"|time \(ms\) \| fwd(?:_microstep)?: |DeepSpeed Flops Profiler|iter time \(s\): "
+    r"\[Rank \d+\] step=\d+, skipped=|\d, (?:RunningAvg)?SamplesPerSec="
+    r"|DeepSpeedEngine configuration|time \(ms\) \| fwd(?:_microstep)?: "
+    r"|DeepSpeed Flops Profiler|iter time \(s\): "
 )
 # One of these is in every match of DEEPSPEED_MARKERS: a head without any is passed over
 # with `in`, far cheaper than the pattern tried at every position of a 4 MB head.
 DEEPSPEED_LITERALS = (
     "] step=",
-    "RunningAvgSamplesPerSec=",
+    "SamplesPerSec=",
     "DeepSpeedEngine configuration",
     "time (ms) | fwd",
     "DeepSpeed Flops Profiler",
