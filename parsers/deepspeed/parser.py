@@ -73,13 +73,18 @@ QUIET_LOG = (
 # The pipeline engine's per-rank layout line (`RANK=0 STAGE=0 LAYERS=... STAGE_PARAMS=...`).
 STAGES = "STAGE_PARAMS="
 
+
 # What the step times rest on, when not the step= lines with the ThroughputTimer.
-STAMPED = (
-    "step times from the logger timestamps of consecutive {lines} lines (1 ms resolution; the"
-    " first {first} of each launch has none): CurrSamplesPerSec needs train_batch_size, which"
-    " neither the engine printout nor a ds_config*.json beside the log gives"
-    ' ("log_level": "info" prints it)'
-)
+def _stamped(lines: str, first: str) -> str:
+    """The note on step times read from logger timestamps, for want of the batch size."""
+    return (
+        f"step times from the logger timestamps of consecutive {lines} lines (1 ms resolution;"
+        f" the first {first} of each launch has none): CurrSamplesPerSec needs"
+        " train_batch_size, which neither the engine printout nor a ds_config*.json beside the"
+        ' log gives ("log_level": "info" prints it)'
+    )
+
+
 UNTIMED = (
     "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither the engine"
     ' printout nor a ds_config*.json beside the log gives ("log_level": "info" prints it)'
@@ -224,7 +229,7 @@ def _records(
             notes = []
         elif not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes = [STAMPED.format(lines="step=", first="step")]
+            notes = [_stamped("step=", "step")]
         elif not _has_batch(batch):
             notes = [UNTIMED]
         else:
@@ -243,7 +248,7 @@ def _records(
         notes.append(TIMER_ONLY)
         if not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes.append(STAMPED.format(lines="ThroughputTimer", first="report"))
+            notes.append(_stamped("ThroughputTimer", "report"))
         elif not _has_batch(batch):
             notes.append(UNTIMED)
     else:
