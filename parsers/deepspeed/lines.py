@@ -23,6 +23,7 @@ CANDIDATES = (
     "latency:",
     "samples/second:",
     "world size:",
+    "loss scale",
 )
 
 # The logger's prefix `[2026-11-22 00:19:05,827] [INFO] [logging.py:123:log_dist] `.
@@ -42,6 +43,14 @@ THROUGHPUT = (
     r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?"
 )
 PIPELINE = rf"steps: (\d+) loss: ({NUMBER}) iter time \(s\): ({NUMBER}) samples/sec: ({NUMBER})"
+# The dynamic loss scaler's changes (fp16 only): `[deepspeed] OVERFLOW! [Rank 0 ]Skipping step.
+# Attempted loss scale: 1048576, reducing to 524288` (ZeRO and the fp16 optimizers, with
+# `..., but hysteresis is 2. Reducing hysteresis to 1` when it holds), and the fp16
+# optimizers' `Reducing|Increasing dynamic loss scale from 4096.0 to 2048.0`.
+LOSS_SCALE = (
+    rf"(?:Attempted loss scale: |dynamic loss scale from )({NUMBER})"
+    rf"(?:,? (?:reducing )?to ({NUMBER}))?"
+)
 ENGINE_CONFIG = r"\[config\.py:\d+:print\]\s+(\w+) \.*\s(.*?)\s*$"
 WORLD = r"\bdist_world_size=(\d+)"
 # The engine's `distributed groups summary` (DeepSpeed >= 0.17, rank 0): `\t self.dp_world_size=8`.
@@ -126,6 +135,18 @@ def throughput_lines(frame: pl.DataFrame) -> pl.DataFrame:
         samples_per_s=m.field("7").cast(number, strict=False),
         mem_allocated_gb=m.field("9").cast(number, strict=False),
         mem_max_allocated_gb=m.field("10").cast(number, strict=False),
+    )
+
+
+def loss_scale_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each printed change of the dynamic loss scale: the scale before and after it (the
+    same when the scaler's hysteresis holds it)."""
+    m = pl.col("m").struct
+    before = m.field("1").cast(pl.Float64, strict=False)
+    return _matching(frame, LOSS_SCALE, "loss scale").select(
+        "line",
+        scale_before=before,
+        scale_after=pl.coalesce(m.field("2").cast(pl.Float64, strict=False), before),
     )
 
 

@@ -161,6 +161,7 @@ class DeepSpeedParser:
             source,
         )
         warnings.extend(f"{source}: {note}" for note in notes)
+        table = _with_loss_scale(table, parts["scales"])
         metrics = _metrics(parts, table, source)
         table = _with_reported(table, metrics)
         if table.height == 0 and metrics.height == 0 and len(config) == 1:
@@ -181,6 +182,7 @@ _EXTRACTORS = {
     "steps": lines.step_lines,
     "throughput": lines.throughput_lines,
     "pipeline": lines.pipeline_lines,
+    "scales": lines.loss_scale_lines,
     "timers": lines.timer_lines,
     "config": lines.engine_config,
     "profiler": lines.profiler_rows,
@@ -280,6 +282,21 @@ def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | 
         " (s)): no engine printout or ds_config*.json gives it"
     )
     return ConfigValue(batch, where), note
+
+
+def _with_loss_scale(table: pl.DataFrame, scales: pl.DataFrame) -> pl.DataFrame:
+    """Each record's dynamic loss scale: the last one printed before its line (a change's
+    new scale), and before the first change the scale that change started from. Only
+    changes are printed, and the scaler of DeepSpeed's loss_scaler.py raises the scale
+    without a line: between changes the figure is the last printed, not always the scale."""
+    if scales.height == 0 or table.height == 0:
+        return table
+    scales = scales.sort("line")
+    known = table.select("line").join_asof(
+        scales.select("line", printed="scale_after"), on="line", strategy="backward"
+    )
+    first = scales["scale_before"][0]
+    return table.with_columns(loss_scale=pl.coalesce(known["printed"], pl.lit(first, pl.Float64)))
 
 
 def _has_batch(batch: object) -> bool:
