@@ -145,3 +145,14 @@ def test_the_pipeline_engines_lines_give_its_batch_size(tmp_path: Path) -> None:
     assert any("train batch size 512 from the pipeline engine" in w for w in run.warnings)
     (tmp_path / "ds_config.json").write_text(json.dumps({"train_batch_size": 500}))
     assert _run(path).config["global_batch_size"].value == 500
+
+
+def test_the_printed_config_json_behind_a_pdsh_label(tmp_path: Path) -> None:
+    text = (
+        "[2021-05-25 06:54:51,424] [INFO] [config.py:754:print]   json = {\n"
+        '    "fp16": {\n        "enabled": true, \n    }, \n'
+        '    "train_batch_size": 64\n}\n' + STEPS
+    )
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"worker-0: {line}\n" for line in text.splitlines()))
+    assert _run(path).config["dtype"].value == "fp16"

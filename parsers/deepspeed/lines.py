@@ -211,9 +211,10 @@ def engine_config(frame: pl.DataFrame) -> pl.DataFrame:
 
 # The user's config as the printout's `json = {` shows it (sorted, indent 4): a precision
 # section opens a line, its `enabled` is on the next (`"fp16": {` / `"enabled": true, `;
-# newer versions print without spaces, `"fp16":{`), or on the same line when inline.
-JSON_SECTION = r'^\s*"(fp16|bf16|bfloat16)":\s?\{\s*(?:"enabled":\s?(true|false))?'
-JSON_ENABLED = r'^\s*"enabled":\s?(true|false)'
+# newer versions print without spaces, `"fp16":{`), or on the same line when inline; behind
+# a pdsh label (`worker-0: `) as well.
+JSON_SECTION = r'^(?:[\w.-]+: )?\s*"(fp16|bf16|bfloat16)":\s?\{\s*(?:"enabled":\s?(true|false))?'
+JSON_ENABLED = r'^(?:[\w.-]+: )?\s*"enabled":\s?(true|false)'
 
 
 def json_precision(frame: pl.DataFrame) -> pl.DataFrame:
