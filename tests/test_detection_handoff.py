@@ -390,3 +390,19 @@ def test_index_hands_a_file_on_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     runs = pl.read_parquet(dataset / "runs.parquet")
     assert runs.height == 1
     assert runs["framework"][0].startswith("megatron")
+
+
+def test_a_relaunch_after_an_epoch_starts_its_count_afresh(tmp_path: Path) -> None:
+    """Before 0.8 the count restarts each epoch (carried on) and at a relaunch (not)."""
+    reports = [(0, 20), (0, 40), (1, 20), (1, 40), (0, 20), (0, 40)]
+    lines = [
+        f"[2022-08-29 06:58:{10 + i:02d},176] [INFO] [timer.py:198:stop] {e}/{m},"
+        f" RunningAvgSamplesPerSec=232.7, CurrSamplesPerSec=227.5,"
+        f" MemAllocated=0.36GB, MaxMemAllocated=15.06GB"
+        for i, (e, m) in enumerate(reports)
+    ]
+    config = {"train_batch_size": 64, "gradient_accumulation_steps": 2}
+    path = _with_config(tmp_path, "\n".join(lines) + "\n", config)
+    run = load_run(path)
+    assert run.table["iteration"].to_list() == [10, 20, 30, 40, 10, 20]
+    assert run.table["segment"].to_list() == [0, 0, 0, 0, 1, 1]

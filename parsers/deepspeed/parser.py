@@ -340,11 +340,7 @@ def _timer_reports(
             " gradient_accumulation_steps is not printed: each micro-step is taken for a step"
         )
     g = steps_per or 1
-    new_epoch = pl.col("epoch") > pl.col("epoch").shift(1)
-    carried = pl.when(new_epoch).then(pl.col("micro_step").shift(1)).otherwise(0)
-    counted = throughput.sort("line").with_columns(
-        micro_total=pl.col("micro_step") + carried.fill_null(0).cum_sum()
-    )
+    counted = _micro_steps(throughput, starts)
     counted = counted.with_columns(
         iteration=pl.coalesce("timer_step", (pl.col("micro_total") + g - 1) // g)
     )
@@ -366,6 +362,26 @@ def _timer_reports(
         step_time_s=pl.coalesce(batch / pl.col("samples_per_s"), from_average)
     )
     return reports.drop("micro_total"), notes
+
+
+def _micro_steps(throughput: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
+    """The reports with `micro_total`, the micro-steps since their launch: the count printed
+    before 0.8 starts again each epoch, so a new epoch carries on from the last count of the
+    one before; an engine start, or a count or epoch going back, starts a launch afresh."""
+    engines = starts.with_row_index("engine").select("line", pl.col("engine").cast(pl.Int64))
+    ordered = throughput.sort("line").join_asof(engines, on="line", strategy="backward")
+    epoch, micro, engine = pl.col("epoch"), pl.col("micro_step"), pl.col("engine").fill_null(-1)
+    restart = (
+        (engine != engine.shift(1))
+        | (epoch < epoch.shift(1))
+        | ((epoch == epoch.shift(1)) & (micro <= micro.shift(1)))
+    )
+    ordered = ordered.with_columns(relaunch=restart.fill_null(False).cum_sum())
+    new_epoch = epoch > epoch.shift(1).over("relaunch")
+    carried = pl.when(new_epoch).then(micro.shift(1).over("relaunch")).otherwise(0).fill_null(0)
+    return ordered.with_columns(micro_total=micro + carried.cum_sum().over("relaunch")).drop(
+        "engine", "relaunch"
+    )
 
 
 def _stamped_step_times() -> pl.Expr:
