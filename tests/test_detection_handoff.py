@@ -146,8 +146,8 @@ def test_running_average_only_reports_give_step_times_from_the_timers_own_clock(
     tmp_path: Path,
 ) -> None:
     """Before 0.7 the timer prints only its running average R(n) over n - 2 micro-steps of
-    b = 32 samples (train batch 512 / GAS 8...) : a step of 8 micro-steps between reports m, n
-    took 512 ((n - 2) / R(n) - (m - 2) / R(m)) / (n - m)."""
+    b = 512 / 8 = 64 samples: a step of 8 micro-steps between reports m and n took
+    512 ((n - 2) / R(n) - (m - 2) / R(m)) / (n - m)."""
     path = _with_config(
         tmp_path, MISTRAL, {"train_batch_size": 512, "gradient_accumulation_steps": 8}
     )
@@ -187,9 +187,10 @@ def test_pre_0_8_reports_beside_step_lines_take_the_step_line_numbers(tmp_path: 
 
 
 def test_0_8_reports_without_step_lines_are_the_records(tmp_path: Path) -> None:
-    # deepspeedai/DeepSpeed issue text quoted by find: `[timer.py:215:stop] epoch=0/
-    # micro_step=10/global_step=10, RunningAvgSamplesPerSec=220.69530887096045,
-    # CurrSamplesPerSec=222.88787331278564, MemAllocated=0.07GB, MaxMemAllocated=1.36GB`
+    # The wording as a real log prints it (SeekPoint/DeepSpeedExamples:
+    # yknote-training-train_bert_ds.py@63ea1e40f614585edf973f6bfaf7e3ad4d70fd0a, DeepSpeed 0.10):
+    # `[timer.py:215:stop] epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=
+    # 220.69530887096045, CurrSamplesPerSec=222.88787331278564, MemAllocated=0.07GB, ...`
     lines = [
         f"[2023-08-02 00:41:{17 + i:02d},936] [INFO] [timer.py:215:stop] epoch=0/"
         f"micro_step={20 * (i + 1)}/global_step={10 * (i + 1)},"
