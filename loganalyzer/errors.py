@@ -19,6 +19,11 @@ class InputError(LogAnalyzerError):
     """An input could not be read or held nothing usable."""
 
 
+class NothingReadError(InputError):
+    """A parser found nothing of its format in a file: when it was chosen by detection, the
+    file goes on to the next parser that claims it (`--format` forces the one named)."""
+
+
 class SeveralRunsError(InputError):
     """The sources hold several runs where one was asked for; `runs` describes each."""
 

@@ -22,7 +22,9 @@ The entry point may name a class (instantiated without arguments) or an instance
     (``loganalyzer.model.conform_table`` fills the columns a format lacks). Parsers extract;
     they never derive FLOPs, MFU or slow steps. Raise ``loganalyzer.errors.InputError`` with a
     one-line message naming the file (and line) for unreadable input; put anything skipped or
-    assumed in ``Run.warnings``.
+    assumed in ``Run.warnings``. Raise ``loganalyzer.errors.NothingReadError`` (an InputError)
+    when the file holds none of the format's records: a file chosen by detection then goes on
+    to the next parser that claims it, so a head that looked like this format costs nothing.
 ``schemes`` (optional)
     URI schemes of sources that are not paths and that this parser may read, e.g.
     ``("wandb", "https")`` for ``wandb:ENTITY/PROJECT/RUN_ID`` and W&B run URLs (an MLflow or

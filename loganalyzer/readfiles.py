@@ -23,9 +23,9 @@ from pathlib import Path
 import polars as pl
 
 from loganalyzer.cores import usable_cores
-from loganalyzer.errors import InputError, UnrecognisedSourceError
+from loganalyzer.errors import InputError, NothingReadError, UnrecognisedSourceError
 from loganalyzer.model import Run, compact_table
-from loganalyzer.registry import Registry, choose, format_scores, scores
+from loganalyzer.registry import Registry, claimants, format_scores, scores
 from loganalyzer.sources import READ_ALONG, READ_NOTES, READ_PROGRESS, check_readable
 from loganalyzer.spill import budget_bytes, share_with_workers, to_disk
 
@@ -134,7 +134,8 @@ def worth_a_pool(paths: Sequence[Path]) -> bool:
 
 
 def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> FileOutcome:
-    """Detect and parse one file; damage met on the way (READ_NOTES) joins its warnings."""
+    """Detect and parse one file (`_handed_on`); an error is fatal for a file named
+    explicitly, else the file is listed as ignored with the reason."""
     path = task.path
     if not path.is_file():  # reading a FIFO or a device could block or never end
         reason = "not a regular file (a pipe, socket, device, or a broken or looping link)"
@@ -143,8 +144,9 @@ def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> 
         return FileOutcome(path, ignored_reason=reason)
     if task.explicit:
         check_readable(path)
-    name = task.forced_format or choose(registry, path)
-    if name is None:
+    forced = task.forced_format
+    order = [[forced]] if forced is not None else claimants(registry, path)
+    if not order:
         if task.explicit:
             found = format_scores(scores(registry, path))
             raise UnrecognisedSourceError(
@@ -152,6 +154,86 @@ def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> 
                 "`loganalyzer parsers` lists the formats read (a parser plugin adds others)"
             )
         return FileOutcome(path, ignored_reason="no parser recognises it")
+    along: dict[str, tuple[bool, str]] = {}
+    try:
+        return _handed_on(task, registry, progress, order, along)
+    except InputError as exc:
+        if task.explicit:
+            raise
+        return FileOutcome(path, ignored_reason=str(exc), read_along=along)
+
+
+def _handed_on(
+    task: FileTask,
+    registry: Registry,
+    progress: Progress | None,
+    order: list[list[str]],
+    failed_along: dict[str, tuple[bool, str]],
+) -> FileOutcome:
+    """The file read by the first parser, in the order of their claims, that finds records
+    in it: one that finds nothing of its format (`NothingReadError`) or no records (a run
+    with an empty table: a banner, a config) hands it on, and the run's warnings say so.
+    Parsers that claim it equally are all tried: one that reads records wins, two are a tie
+    (exit 3, as before). When none finds records, the first group that found something
+    gives the run (a config alone: a run that died before its first step)."""
+    path = task.path
+    passed: list[str] = []
+    partial: dict[str, FileOutcome] = {}
+    for group in order:
+        read: dict[str, FileOutcome] = {}
+        empty: dict[str, FileOutcome] = {}
+        for name in group:
+            try:
+                outcome = _parsed(path, name, registry, progress, failed_along)
+            except NothingReadError as exc:
+                if task.forced_format is not None:
+                    raise
+                passed.append(f"{name}: {exc}")
+                continue
+            assert outcome.run is not None
+            if outcome.run.table.height or task.forced_format is not None:
+                read[name] = outcome
+            else:
+                empty[name] = outcome
+                passed.append(f"{name}: no records")
+        if not read and not partial:
+            partial = empty
+        if len(read) == 1:
+            name, outcome = next(iter(read.items()))
+            if passed and outcome.run is not None:
+                outcome.run.warnings.append(
+                    f"{path}: read as {name}; the parsers that claimed it before or beside it"
+                    f" found nothing to read ({'; '.join(passed)})"
+                )
+            return outcome
+        if read:
+            raise _tie(registry, path, read)
+    if len(partial) == 1:
+        return next(iter(partial.values()))
+    if partial:
+        raise _tie(registry, path, partial)
+    raise NothingReadError(
+        f"{path}: no parser that claims it found anything to read ({'; '.join(passed)})"
+    )
+
+
+def _tie(registry: Registry, path: Path, read: dict[str, FileOutcome]) -> UnrecognisedSourceError:
+    return UnrecognisedSourceError(
+        f"{path}: parsers {', '.join(sorted(read))} claim it equally"
+        f" ({format_scores(scores(registry, path))}) and each reads it; pass --format NAME"
+    )
+
+
+def _parsed(
+    path: Path,
+    name: str,
+    registry: Registry,
+    progress: Progress | None,
+    failed_along: dict[str, tuple[bool, str]],
+) -> FileOutcome:
+    """One parser's reading of the file; damage met on the way (READ_NOTES) joins its
+    warnings, and the files it read as part of it (READ_ALONG) its outcome, or
+    `failed_along` when it fails (a parser that found nothing read nothing beside it)."""
     if progress is not None:
         progress(f"reading {path} ({name})")
     notes: list[str] = []
@@ -159,10 +241,11 @@ def read_file(task: FileTask, registry: Registry, progress: Progress | None) -> 
     token, along_token = READ_NOTES.set(notes), READ_ALONG.set(along)
     try:
         run = registry.get(name).parse(path)
-    except InputError as exc:
-        if task.explicit:
-            raise
-        return FileOutcome(path, ignored_reason=str(exc), read_along=along)
+    except NothingReadError:
+        raise
+    except InputError:
+        failed_along.update(along)
+        raise
     finally:
         READ_NOTES.reset(token)
         READ_ALONG.reset(along_token)

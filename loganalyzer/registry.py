@@ -87,6 +87,15 @@ def choose(registry: Registry, path: Path) -> str | None:
     return winners[0]
 
 
+def claimants(registry: Registry, path: Path) -> list[list[str]]:
+    """The parsers that claim `path`, in groups of equal score, the most confident first:
+    the order in which they are handed the file, each group's members on an equal footing
+    (`readfiles.read_file` passes the file on from a parser that finds nothing in it)."""
+    found = scores(registry, path)
+    levels = sorted({score for score in found.values() if score > 0.0}, reverse=True)
+    return [sorted(n for n, score in found.items() if score == level) for level in levels]
+
+
 def format_scores(found: dict[str, float]) -> str:
     """Scores as 'name=0.90, other=0.00' for messages."""
     return ", ".join(f"{name}={score:.2f}" for name, score in sorted(found.items()))

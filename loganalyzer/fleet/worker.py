@@ -23,7 +23,7 @@ import polars as pl
 
 from loganalyzer import __version__
 from loganalyzer.errors import LogAnalyzerError, StorageError
-from loganalyzer.fleet.discovery import AMBIGUOUS, FolderSpec, registry
+from loganalyzer.fleet.discovery import FolderSpec, registry
 from loganalyzer.fleet.document import failed_row, run_row
 from loganalyzer.fleet.layout import (
     INDEX_SCHEMA,
@@ -98,8 +98,6 @@ def _analysed(task: Task) -> list[Outcome]:
     ]
     if spec.uri is not None:  # a W&B run: its reference is its source
         sources = [{"url": spec.uri, "size": 0, "mtime": None, "format": None, "fingerprint": None}]
-    formats = {f.format for f in spec.files}
-    forced = formats.pop() if len(formats) == 1 and AMBIGUOUS not in formats else None
     paths: list[Path] = []
     outcomes: list[Outcome] = []
     try:
@@ -107,7 +105,8 @@ def _analysed(task: Task) -> list[Outcome]:
             for source, path in zip(sources, paths, strict=False):
                 source["fingerprint"] = fingerprint(str(path))
             names = [spec.uri] if spec.uri is not None else [str(p) for p in paths]
-            runs = load_runs(names, registry(), forced)
+            # detected again, not forced: a parser that finds nothing hands a file on
+            runs = load_runs(names, registry())
             by_path = {str(p): source for p, source in zip(paths, sources, strict=False)}
             for number, loaded in enumerate(runs, start=1):
                 run_id = spec.folder if len(runs) == 1 else f"{spec.folder}#{number}"

@@ -27,6 +27,18 @@ ENGINE_NAMES = {
 }
 
 
+# The printout's precision flags (`fp16_enabled True`; DeepSpeed >= 0.15 prints the sections,
+# `float16_config enabled=True ...`) and the printed JSON's sections (`lines.json_precision`).
+PRECISION_FLAGS = (
+    "fp16_enabled",
+    "float16_config",
+    "bfloat16_enabled",
+    "bfloat16_config",
+    "json_fp16",
+    "json_bf16",
+)
+
+
 def _enabled(raw: str) -> bool | None:
     """`enabled=True ...` (DeepSpeed >= 0.15 prints configs as pydantic reprs) or `True`."""
     found = re.match(r"(?:enabled=)?(True|False)\b", raw)
@@ -41,9 +53,9 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
         where = Provenance("log", source, line)
         if key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
             config[ENGINE_NAMES[key]] = ConfigValue(typed(raw), where)
-        elif key in ("fp16_enabled", "float16_config", "bfloat16_enabled", "bfloat16_config"):
+        elif key in PRECISION_FLAGS:
             enabled = _enabled(raw)
-            name = "fp16" if key.startswith(("fp16", "float16")) else "bf16"
+            name = "fp16" if key.startswith(("fp16", "float16", "json_fp16")) else "bf16"
             if enabled is not None and name not in precision:
                 precision[name] = (enabled, line)
     for name in ("bf16", "fp16"):
@@ -55,6 +67,38 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
             line = min(line for _, line in precision.values())
             config["dtype"] = ConfigValue("fp32", Provenance("log", source, line))
     return config
+
+
+# The engine's groups summary (DeepSpeed >= 0.17): sizes of its process groups.
+GROUP_SIZES = ("dp_world_size", "mp_world_size", "seq_dp_world_size", "sequence_parallel_size")
+# The GPU count read from the printout's world_size, and what that rests on.
+DP_AS_GPUS = (
+    "GPU count from the engine printout's world_size, which is the data-parallel size: no"
+    " model, sequence or pipeline parallelism is printed, so it is taken as every GPU"
+)
+
+
+def gpu_count(
+    rows: pl.DataFrame, config: dict[str, ConfigValue], pipelined: bool, source: str
+) -> tuple[ConfigValue | None, str | None]:
+    """The GPU count where the launcher's `dist_world_size` is missing: the groups summary's
+    (sequence-)data-parallel size x model-parallel size, else the printout's `world_size`
+    (data-parallel) when nothing shows model parallelism (a note says so). The pipeline
+    engine's stages are in neither: a pipelined run's count stays unknown."""
+    if "num_gpus" in config or pipelined:
+        return None, None
+    sizes: dict[str, tuple[int, int]] = {}
+    for line, key, raw in rows.filter(pl.col("key").is_in(GROUP_SIZES)).iter_rows():
+        if raw.isdigit():
+            sizes.setdefault(key, (int(raw), line))
+    data = sizes.get("seq_dp_world_size") or sizes.get("dp_world_size")
+    if data is not None:
+        model = sizes.get("mp_world_size", (1, data[1]))[0]
+        return ConfigValue(data[0] * model, Provenance("log", source, data[1])), None
+    world = config.get("data_parallel_size")
+    if world is None or not isinstance(world.value, int) or world.value < 1:
+        return None, None
+    return ConfigValue(world.value, world.provenance), DP_AS_GPUS
 
 
 def json_config(log: Path) -> tuple[dict[str, ConfigValue], list[str]]:

@@ -16,24 +16,45 @@ CANDIDATES = (
     "iter time (s)",
     ":print]",
     "dist_world_size=",
+    "_world_size=",
+    "sequence_parallel_size=",
     "Profile Summary at step",
     " per GPU",
     "latency:",
     "samples/second:",
     "world size:",
+    "loss scale",
 )
 
 # The logger's prefix `[2026-11-22 00:19:05,827] [INFO] [logging.py:123:log_dist] `.
 LOGGER_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)\] \[[A-Z]+\] \[[^\]]*\]"
 
 STEP = r"\bstep=(\d+), skipped=(\d+), lr=\[([^\],]*)"
+# The ThroughputTimer's line in every wording it has had (deepspeed/utils/timer.py):
+#   0.3-0.5  "{}/{}, SamplesPerSec={}"  (epoch / micro-steps this epoch, running average)
+#   0.6      "{}/{}, SamplesPerSec={}, MemAllocated={}GB, MaxMemAllocated={}GB"
+#   0.7      "{}/{}, RunningAvgSamplesPerSec={}, CurrSamplesPerSec={}, MemAllocated={}GB, ..."
+#   0.8+     "epoch={}/micro_step={}/global_step={}, RunningAvgSamplesPerSec={},"
+#            " CurrSamplesPerSec={},"
+#            " MemAllocated={}GB, MaxMemAllocated={}GB"
 THROUGHPUT = (
-    r"epoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=(\S+),"
-    r" CurrSamplesPerSec=(\S+), MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB"
+    r"(?:epoch=(\d+)/micro_step=(\d+)/global_step=(\d+)|(?:^|[\s\]:])(\d+)/(\d+)), "
+    r"(?:RunningAvgSamplesPerSec=([^,\s]+), CurrSamplesPerSec=([^,\s]+)|SamplesPerSec=([^,\s]+))"
+    r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?"
 )
 PIPELINE = rf"steps: (\d+) loss: ({NUMBER}) iter time \(s\): ({NUMBER}) samples/sec: ({NUMBER})"
+# The dynamic loss scaler's changes (fp16 only): `[deepspeed] OVERFLOW! [Rank 0 ]Skipping step.
+# Attempted loss scale: 1048576, reducing to 524288` (ZeRO and the fp16 optimizers, with
+# `..., but hysteresis is 2. Reducing hysteresis to 1` when it holds), and the fp16
+# optimizers' `Reducing|Increasing dynamic loss scale from 4096.0 to 2048.0`.
+LOSS_SCALE = (
+    rf"(?:Attempted loss scale: |dynamic loss scale from )({NUMBER})"
+    rf"(?:,? (?:reducing )?to ({NUMBER}))?"
+)
 ENGINE_CONFIG = r"\[config\.py:\d+:print\]\s+(\w+) \.*\s(.*?)\s*$"
 WORLD = r"\bdist_world_size=(\d+)"
+# The engine's `distributed groups summary` (DeepSpeed >= 0.17, rank 0): `\t self.dp_world_size=8`.
+GROUPS = r"\bself\.(dp_world_size|mp_world_size|seq_dp_world_size|sequence_parallel_size)=(\d+)"
 PROFILE_STEP = r"Profile Summary at step (\d+):"
 # `label:   value unit` rows of the profiler's summary, as printed (`{:<70}  {:<8}`).
 PROFILE_ROW = r"^(world size|data parallel size|model parallel size|batch size per GPU|params per GPU|fwd latency|bwd latency|step latency|iter latency|samples/second|FLOPS per GPU = 3 \* fwd flops per GPU / iter latency|fwd\+bwd FLOPS per GPU = 3 \* fwd flops per GPU / \(fwd\+bwd latency\)):\s+(.*?)\s*$"  # noqa: E501
@@ -68,13 +89,17 @@ def candidates(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _matching(frame: pl.DataFrame, pattern: str, *literals: str) -> pl.DataFrame:
-    """The lines `pattern` matches (its groups in the struct `m`); when given, a cheap
-    literal test first keeps the regex off the (many) lines that cannot match."""
+def _matching(
+    frame: pl.DataFrame, pattern: str, *literals: str, filled: tuple[str, ...] = ("1",)
+) -> pl.DataFrame:
+    """The lines `pattern` matches (its groups in the struct `m`; a match fills one of the
+    groups `filled` at least); when given, a cheap literal test first keeps the regex off
+    the (many) lines that cannot match."""
     if literals:
         frame = frame.filter(pl.col("text").str.contains_any(list(literals)))
+    m = pl.col("m").struct
     return frame.with_columns(m=pl.col("text").str.extract_groups(pattern)).filter(
-        pl.col("m").struct.field("1").is_not_null()
+        pl.any_horizontal(m.field(group).is_not_null() for group in filled)
     )
 
 
@@ -92,18 +117,36 @@ def step_lines(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def throughput_lines(frame: pl.DataFrame) -> pl.DataFrame:
-    """The ThroughputTimer's report of one step (printed every `steps_per_print`)."""
+    """The ThroughputTimer's report, printed every `steps_per_print` steps: DeepSpeed >= 0.8
+    counts optimizer steps (`global_step`, null before) and micro-steps; before 0.8 the
+    count is of micro-steps in the current epoch (`micro_step`, `timer_step` null). Before
+    0.7 only the running average (`running_avg_samples_per_s`) is printed, no current rate."""
     m = pl.col("m").struct
-    return _matching(frame, THROUGHPUT, "SamplesPerSec").select(
+    number = pl.Float64
+    return _matching(frame, THROUGHPUT, "SamplesPerSec", filled=("6", "8")).select(
         "line",
         "stamp",
         timer_step=m.field("3").cast(pl.Int64),
-        micro_step=m.field("2").cast(pl.Int64),
-        epoch=m.field("1").cast(pl.Float64),
-        running_avg_samples_per_s=m.field("4").cast(pl.Float64, strict=False),
-        samples_per_s=m.field("5").cast(pl.Float64, strict=False),
-        mem_allocated_gb=m.field("6").cast(pl.Float64),
-        mem_max_allocated_gb=m.field("7").cast(pl.Float64),
+        micro_step=pl.coalesce(m.field("2"), m.field("5")).cast(pl.Int64),
+        epoch=pl.coalesce(m.field("1"), m.field("4")).cast(number),
+        running_avg_samples_per_s=pl.coalesce(m.field("6"), m.field("8")).cast(
+            number, strict=False
+        ),
+        samples_per_s=m.field("7").cast(number, strict=False),
+        mem_allocated_gb=m.field("9").cast(number, strict=False),
+        mem_max_allocated_gb=m.field("10").cast(number, strict=False),
+    )
+
+
+def loss_scale_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each printed change of the dynamic loss scale: the scale before and after it (the
+    same when the scaler's hysteresis holds it)."""
+    m = pl.col("m").struct
+    before = m.field("1").cast(pl.Float64, strict=False)
+    return _matching(frame, LOSS_SCALE, "loss scale").select(
+        "line",
+        scale_before=before,
+        scale_after=pl.coalesce(m.field("2").cast(pl.Float64, strict=False), before),
     )
 
 
@@ -152,15 +195,45 @@ def timer_lines(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def engine_config(frame: pl.DataFrame) -> pl.DataFrame:
-    """`DeepSpeedEngine configuration:` rows (`  name ........ value`) and the launcher's
-    `dist_world_size=N`, as (line, key, value) text."""
+    """`DeepSpeedEngine configuration:` rows (`  name ........ value`), the launcher's
+    `dist_world_size=N` and the engine's groups summary, as (line, key, value) text."""
     dump = _matching(frame, ENGINE_CONFIG, ":print]").select(
         "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
     )
     world = _matching(frame, WORLD, "dist_world_size=").select(
         "line", key=pl.lit("dist_world_size"), value=pl.col("m").struct.field("1")
     )
-    return pl.concat([dump, world])
+    groups = _matching(frame, GROUPS, "self.").select(
+        "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
+    )
+    return pl.concat([dump, world, groups])
+
+
+# The user's config as the printout's `json = {` shows it (sorted, indent 4): a precision
+# section opens a line, its `enabled` is on the next (`"fp16": {` / `"enabled": true, `;
+# newer versions print without spaces, `"fp16":{`), or on the same line when inline; behind
+# a pdsh label (`worker-0: `) as well.
+JSON_SECTION = r'^(?:[\w.-]+: )?\s*"(fp16|bf16|bfloat16)":\s?\{\s*(?:"enabled":\s?(true|false))?'
+JSON_ENABLED = r'^(?:[\w.-]+: )?\s*"enabled":\s?(true|false)'
+
+
+def json_precision(frame: pl.DataFrame) -> pl.DataFrame:
+    """The printed config JSON's `"fp16"`/`"bf16"` sections, as (line, key, value) rows
+    (`json_fp16`, `True`) beside the printout's own flags. Read from the whole chunk (the
+    JSON's lines carry no logger prefix); a section cut by a chunk's end is not read."""
+    text = pl.col("text")
+    found = frame.select(
+        "line",
+        m=text.str.extract_groups(JSON_SECTION),
+        next_enabled=text.shift(-1).str.extract(JSON_ENABLED),
+    ).filter(pl.col("m").struct.field("1").is_not_null())
+    name = pl.col("m").struct.field("1").replace({"bfloat16": "bf16"})
+    enabled = pl.coalesce(pl.col("m").struct.field("2"), "next_enabled")
+    return found.filter(enabled.is_not_null()).select(
+        "line",
+        key=pl.lit("json_") + name,
+        value=pl.when(enabled == "true").then(pl.lit("True")).otherwise(pl.lit("False")),
+    )
 
 
 def engine_starts(frame: pl.DataFrame) -> pl.DataFrame:

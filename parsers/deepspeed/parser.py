@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.errors import InputError
+from loganalyzer.errors import NothingReadError
 from loganalyzer.model import (
     ConfigValue,
     Provenance,
@@ -17,19 +17,20 @@ from loganalyzer.model import (
     conform_table,
 )
 from loganalyzer.parsers.deepspeed import lines
-from loganalyzer.parsers.deepspeed.config import engine_config, json_config
+from loganalyzer.parsers.deepspeed.config import engine_config, gpu_count, json_config
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
 DEEPSPEED_MARKERS = re.compile(
-    r"\[Rank \d+\] step=\d+, skipped=|RunningAvgSamplesPerSec=|DeepSpeedEngine configuration"
-    r"|time \(ms\) \| fwd(?:_microstep)?: |DeepSpeed Flops Profiler|iter time \(s\): "
+    r"\[Rank \d+\] step=\d+, skipped=|\d, (?:RunningAvg)?SamplesPerSec="
+    r"|DeepSpeedEngine configuration|time \(ms\) \| fwd(?:_microstep)?: "
+    r"|DeepSpeed Flops Profiler|iter time \(s\): "
 )
 # One of these is in every match of DEEPSPEED_MARKERS: a head without any is passed over
 # with `in`, far cheaper than the pattern tried at every position of a 4 MB head.
 DEEPSPEED_LITERALS = (
     "] step=",
-    "RunningAvgSamplesPerSec=",
+    "SamplesPerSec=",
     "DeepSpeedEngine configuration",
     "time (ms) | fwd",
     "DeepSpeed Flops Profiler",
@@ -52,6 +53,14 @@ KEY_VALUE_NOTE = (
 )
 # HF Trainer prints these; a Trainer run with DeepSpeed is the HF Trainer parser's.
 HF_MARKERS = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime)': ")
+# The Trainer's records (its log dicts): without them, the `***** Running training *****`
+# banner alone is no Trainer run, as DeepSpeed-Chat prints the same banner before its steps.
+HF_RECORDS = ("{'loss': ", "{'train_runtime': ", "{'eval_loss': ")
+# DeepSpeed's own records: a step line past step 0 (printed at start-up), a ThroughputTimer
+# report, a pipeline engine step.
+DEEPSPEED_RECORDS = re.compile(
+    r"\] step=[1-9]\d*, skipped=|SamplesPerSec=|steps: \d+ loss: [^ ]+ iter time \(s\): "
+)
 
 # What a run at DeepSpeed's default log level (WARNING since 0.17.6) does not print.
 QUIET_LOG = (
@@ -60,6 +69,30 @@ QUIET_LOG = (
     " (batch size, precision, ZeRO stage, step numbers, samples/s)"
 )
 
+
+# The pipeline engine's per-rank layout line (`RANK=0 STAGE=0 LAYERS=... STAGE_PARAMS=...`).
+STAGES = "STAGE_PARAMS="
+
+
+# What the step times rest on, when not the step= lines with the ThroughputTimer.
+def _stamped(lines: str, first: str) -> str:
+    """The note on step times read from logger timestamps, for want of the batch size."""
+    return (
+        f"step times from the logger timestamps of consecutive {lines} lines (1 ms resolution;"
+        f" the first {first} of each launch has none): CurrSamplesPerSec needs"
+        " train_batch_size, which neither the engine printout nor a ds_config*.json beside the"
+        ' log gives ("log_level": "info" prints it)'
+    )
+
+
+UNTIMED = (
+    "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither the engine"
+    ' printout nor a ds_config*.json beside the log gives ("log_level": "info" prints it)'
+)
+TIMER_ONLY = (
+    "no step= lines: the records are the ThroughputTimer's reports (every steps_per_print"
+    " steps), their step times from its samples per second and the train batch size"
+)
 
 # A log with step lines but no configuration printout (cut before the engine started).
 NO_PRINTOUT = (
@@ -82,8 +115,11 @@ class DeepSpeedParser:
             return 0.0
         if is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
             return 0.0
-        if MEGATRON_MARKERS.search(head) or HF_MARKERS.search(head):
+        if MEGATRON_MARKERS.search(head) or any(record in head for record in HF_RECORDS):
             return 0.2
+        if HF_MARKERS.search(head):
+            # the Trainer's banner with none of its records: the steps here are DeepSpeed's
+            return 0.95 if DEEPSPEED_RECORDS.search(head) else 0.2
         return 0.8
 
     def parse(self, path: Path) -> Run:
@@ -105,14 +141,31 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {NO_PRINTOUT}")
         if KEY_VALUE_ITERATION.search(read_head(path)):
             warnings.append(f"{source}: {KEY_VALUE_NOTE}")
-        batch = config.get("global_batch_size")
-        table, note = _records(parts, batch.value if batch else None, source)
+        pipelined = parts["pipeline"].height > 0 or STAGES in read_head(path)
+        gpus, note = gpu_count(parts["config"], config, pipelined, source)
+        if gpus is not None:
+            config["num_gpus"] = gpus
         if note:
             warnings.append(f"{source}: {note}")
+        if "global_batch_size" not in config:
+            batch_read, note = _pipeline_batch(parts["pipeline"], source)
+            if batch_read is not None:
+                config["global_batch_size"] = batch_read
+                warnings.append(f"{source}: {note}")
+        batch = config.get("global_batch_size")
+        accumulation = config.get("gradient_accumulation_steps")
+        table, notes = _records(
+            parts,
+            batch.value if batch else None,
+            accumulation.value if accumulation else None,
+            source,
+        )
+        warnings.extend(f"{source}: {note}" for note in notes)
+        table = _with_loss_scale(table, parts["scales"])
         metrics = _metrics(parts, table, source)
         table = _with_reported(table, metrics)
         if table.height == 0 and metrics.height == 0 and len(config) == 1:
-            raise InputError(f"{source}: no DeepSpeed step, timer or config lines found")
+            raise NothingReadError(f"{source}: no DeepSpeed step, timer or config lines found")
         if table.height == 0:
             warnings.append(f"{source}: no training steps logged (the run may have died early)")
         return Run(
@@ -129,6 +182,7 @@ _EXTRACTORS = {
     "steps": lines.step_lines,
     "throughput": lines.throughput_lines,
     "pipeline": lines.pipeline_lines,
+    "scales": lines.loss_scale_lines,
     "timers": lines.timer_lines,
     "config": lines.engine_config,
     "profiler": lines.profiler_rows,
@@ -139,53 +193,49 @@ _EXTRACTORS = {
 def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Every kind of line one chunk holds."""
     candidates = lines.candidates(frame)
-    return {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
+    found = {key: extract(candidates) for key, extract in _EXTRACTORS.items()}
+    sections = frame.filter(pl.col("text").str.contains_any(['"fp16"', '"bf16"', '"bfloat16"']))
+    if sections.height:  # the printed JSON's lines: their next line is needed too
+        found["config"] = pl.concat([found["config"], lines.json_precision(frame)])
+    return found
 
 
 def _records(
-    parts: dict[str, pl.DataFrame], batch: object, source: str
-) -> tuple[pl.DataFrame, str | None]:
-    """The per-iteration table from the best lines the log has, and a note on what the step
+    parts: dict[str, pl.DataFrame], batch: object, accumulation: object, source: str
+) -> tuple[pl.DataFrame, list[str]]:
+    """The per-iteration table from the best lines the log has, and notes on what the step
     times rest on: step lines with their ThroughputTimer report, else the pipeline engine's
-    lines, else the per-step timers."""
+    lines, else the ThroughputTimer's own reports, else the per-step timers."""
     starts = parts["starts"]
     steps = _launches(parts["steps"].filter(pl.col("iteration") > 0), starts)
     pipeline = _launches(parts["pipeline"], starts)
-    note = None
+    timer, notes = _timer_reports(parts["throughput"], starts, batch, accumulation)
     if steps.height:
-        throughput = parts["throughput"].join_asof(
+        throughput = timer.join_asof(
             steps.select("line", step_line="line"), on="line", strategy="backward"
         )
         throughput = throughput.unique("step_line", keep="first", maintain_order=True)
         records = steps.join(
-            throughput.drop("line", "stamp", "timer_step"),
+            throughput.drop("line", "stamp", "timer_step", "iteration", "launch", "epoch"),
             left_on="line",
             right_on="step_line",
             how="left",
         )
         if pipeline.height:
-            records = records.drop("samples_per_s").join(
+            records = records.drop("samples_per_s", "step_time_s").join(
                 pipeline.select("launch", "iteration", "loss", "step_time_s", "samples_per_s"),
                 on=["launch", "iteration"],
                 how="left",
                 maintain_order="left",
             )
-        elif isinstance(batch, int) and batch > 0:
-            records = records.with_columns(step_time_s=batch / pl.col("samples_per_s"))
-        elif records["stamp"].drop_nulls().len() > 1:
+            notes = []
+        elif not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            note = (
-                "step times from the logger timestamps of consecutive step= lines (1 ms"
-                " resolution; the first step of each launch has none): CurrSamplesPerSec needs"
-                " train_batch_size, which neither the engine printout nor a ds_config*.json"
-                ' beside the log gives ("log_level": "info" prints it)'
-            )
+            notes = [_stamped("step=", "step")]
+        elif not _has_batch(batch):
+            notes = [UNTIMED]
         else:
-            note = (
-                "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither"
-                ' the engine printout nor a ds_config*.json beside the log gives ("log_level":'
-                ' "info" prints it)'
-            )
+            notes = []
         records = records.with_columns(
             skipped_iterations=pl.col("skipped_total")
             .diff()
@@ -194,16 +244,144 @@ def _records(
             .clip(lower_bound=0)
         )
     elif pipeline.height:
-        records = pipeline
+        records, notes = pipeline, []
+    elif timer.height:
+        records = timer.drop("timer_step", "epoch")
+        notes.append(TIMER_ONLY)
+        if not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
+            records = records.with_columns(step_time_s=_stamped_step_times())
+            notes.append(_stamped("ThroughputTimer", "report"))
+        elif not _has_batch(batch):
+            notes.append(UNTIMED)
     else:
-        records = _timer_records(parts["timers"])
+        records, notes = _timer_records(parts["timers"]), []
         if records.height:
-            note = (
+            notes = [
                 "step numbers and times come from the per-step wall_clock_breakdown timers"
                 " (step time = fwd + bwd + step; data loading and the rest of the loop are not"
                 " included; steps counted from 1 as the log has no step lines)"
-            )
-    return _table(records, source), note
+            ]
+    return _table(records, source), notes
+
+
+def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | None, str]:
+    """The train batch size the pipeline engine's lines state: it prints samples/sec as
+    train_batch_size / iter time, so their product is the batch (to the 3 decimals printed);
+    None when the products are not one whole number (to 1 %)."""
+    products = (pipeline["samples_per_s"] * pipeline["step_time_s"]).drop_nulls()
+    if products.len() == 0:
+        return None, ""
+    value = products.median()
+    assert isinstance(value, float)
+    batch = round(value)
+    if batch < 1 or (products - batch).abs().max() > 0.01 * batch:
+        return None, ""
+    where = Provenance("log", source, int(pipeline["line"][0]))
+    note = (
+        f"train batch size {batch} from the pipeline engine's lines (samples/sec x iter time"
+        " (s)): no engine printout or ds_config*.json gives it"
+    )
+    return ConfigValue(batch, where), note
+
+
+def _with_loss_scale(table: pl.DataFrame, scales: pl.DataFrame) -> pl.DataFrame:
+    """Each record's dynamic loss scale: the last one printed before its line (a change's
+    new scale), and before the first change the scale that change started from. Only
+    changes are printed, and the scaler of DeepSpeed's loss_scaler.py raises the scale
+    without a line: between changes the figure is the last printed, not always the scale."""
+    if scales.height == 0 or table.height == 0:
+        return table
+    scales = scales.sort("line")
+    known = table.select("line").join_asof(
+        scales.select("line", printed="scale_after"), on="line", strategy="backward"
+    )
+    first = scales["scale_before"][0]
+    return table.with_columns(loss_scale=pl.coalesce(known["printed"], pl.lit(first, pl.Float64)))
+
+
+def _has_batch(batch: object) -> bool:
+    return isinstance(batch, int) and batch > 0
+
+
+def _timer_reports(
+    throughput: pl.DataFrame, starts: pl.DataFrame, batch: object, accumulation: object
+) -> tuple[pl.DataFrame, list[str]]:
+    """The ThroughputTimer's reports, each with the optimizer step it follows (`iteration`)
+    and that step's time in seconds, from what the timer printed and the train batch size
+    B (`train_batch_size` = micro batch x data-parallel size x accumulation steps g):
+
+    - DeepSpeed >= 0.8 (`global_step=`): CurrSamplesPerSec = B / the step's time, so the
+      step time is B / CurrSamplesPerSec.
+    - 0.7: CurrSamplesPerSec = (micro batch x DP) / one micro-step's time, printed every
+      `steps_per_print` micro-steps of the epoch: the step time is g micro-steps,
+      B / CurrSamplesPerSec, and the step is the micro-step count / g (rounded up).
+    - 0.3-0.6: only the running average R(n) = b (n - 2) / T(n) over the n micro-steps
+      since the start (the first 2 untimed, b = B / g): the timer's own clock T(n) =
+      b (n - 2) / R(n), so a step over the micro-steps (m, n] between two reports took
+      g (T(n) - T(m)) / (n - m) = B ((n - 2) / R(n) - (m - 2) / R(m)) / (n - m).
+
+    The timer times from the forward pass to the end of `step()`: time outside them (data
+    loading between steps) is not in these figures. Before 0.8 the micro-step count starts
+    again each epoch: it is carried on from the last one printed in the epoch before."""
+    notes: list[str] = []
+    if throughput.height == 0:
+        empty = throughput.with_columns(
+            iteration=pl.lit(None, pl.Int64),
+            launch=pl.lit(None, pl.UInt32),
+            step_time_s=pl.lit(None, pl.Float64),
+        )
+        return empty, notes
+    old = throughput["timer_step"].null_count() > 0
+    steps_per = accumulation if isinstance(accumulation, int) and accumulation > 0 else None
+    if old and steps_per is None:
+        steps_per = 1
+        notes.append(
+            "the ThroughputTimer before DeepSpeed 0.8 counts micro-steps and"
+            " gradient_accumulation_steps is not printed: each micro-step is taken for a step"
+        )
+    g = steps_per or 1
+    counted = _micro_steps(throughput, starts)
+    counted = counted.with_columns(
+        iteration=pl.coalesce("timer_step", (pl.col("micro_total") + g - 1) // g)
+    )
+    if old and (counted["epoch"] > 0).any():
+        notes.append(
+            "the ThroughputTimer before DeepSpeed 0.8 counts micro-steps from 0 each epoch:"
+            " later epochs are counted on from the last report of the epoch before (up to"
+            " steps_per_print micro-steps short)"
+        )
+    reports = _launches(counted, starts)
+    if not _has_batch(batch):
+        return reports.with_columns(step_time_s=pl.lit(None, pl.Float64)).drop("micro_total"), notes
+    assert isinstance(batch, int)
+    clock = (pl.col("micro_total") - 2) / pl.col("running_avg_samples_per_s")
+    before = clock.shift(1).over("launch").fill_null(0.0)
+    since = pl.col("micro_total") - pl.col("micro_total").shift(1).over("launch").fill_null(2)
+    from_average = pl.when(since > 0).then(batch * (clock - before) / since)
+    reports = reports.with_columns(
+        step_time_s=pl.coalesce(batch / pl.col("samples_per_s"), from_average)
+    )
+    return reports.drop("micro_total"), notes
+
+
+def _micro_steps(throughput: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
+    """The reports with `micro_total`, the micro-steps since their launch: the count printed
+    before 0.8 starts again each epoch, so a new epoch carries on from the last count of the
+    one before; an engine start, or a count or epoch going back, starts a launch afresh."""
+    engines = starts.with_row_index("engine").select("line", pl.col("engine").cast(pl.Int64))
+    ordered = throughput.sort("line").join_asof(engines, on="line", strategy="backward")
+    epoch, micro, engine = pl.col("epoch"), pl.col("micro_step"), pl.col("engine").fill_null(-1)
+    restart = (
+        (engine != engine.shift(1))
+        | (epoch < epoch.shift(1))
+        | ((epoch == epoch.shift(1)) & (micro <= micro.shift(1)))
+    )
+    ordered = ordered.with_columns(relaunch=restart.fill_null(False).cum_sum())
+    new_epoch = epoch > epoch.shift(1).over("relaunch")
+    carried = pl.when(new_epoch).then(micro.shift(1).over("relaunch")).otherwise(0).fill_null(0)
+    return ordered.with_columns(micro_total=micro + carried.cum_sum().over("relaunch")).drop(
+        "engine", "relaunch"
+    )
 
 
 def _stamped_step_times() -> pl.Expr:
