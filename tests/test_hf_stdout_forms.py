@@ -170,13 +170,14 @@ def _swift(step: int, total: int, elapsed: str) -> str:
 
 
 def test_ms_swift_step_counter(tmp_path: Path) -> None:
-    """ms-swift's `'global_step/max_steps': '5/16'` is the dict's step: a gap (steps 15-25
-    cut out) keeps the steps after it (shared out, they were 10, 20, 30). Its elapsed time,
-    `'1m 2s'`, reads as 62 s."""
+    """ms-swift's `'global_step/max_steps': '5/40'` is the dict's step, and 40 the run's
+    total: a gap (steps 15-25 cut out) keeps the steps after it (numbered 1, 2, 3 before).
+    Its elapsed time, `'1m 2s'`, reads as 62 s."""
     dicts = [_swift(5, 40, "5s"), _swift(10, 40, "10s"), _swift(30, 40, "1m 2s")]
     path = _log(tmp_path, dicts)
     run = HfTrainerParser().parse(path)
     assert run.table["iteration"].to_list() == [5, 10, 30]
+    assert run.config["train_iters"].value == 40  # the counter's total
     elapsed = scan(path)["dicts"].filter(key="elapsed_time")["value"].to_list()
     assert elapsed == [5.0, 10.0, 62.0]
     assert scan(path)["dicts"].filter(key="percentage").height == 0  # text, not a number

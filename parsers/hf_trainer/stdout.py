@@ -259,6 +259,12 @@ def _facts(pieces: pl.DataFrame) -> pl.DataFrame:
                     key=pl.lit("padded_vocab_size"),
                     value=pl.col("text").str.extract(PADDED_VOCAB),
                 ),
+                # ms-swift's counter states the run's total: `'global_step/max_steps': '5/16'`
+                pieces.select(
+                    "line",
+                    key=pl.lit("train_iters"),
+                    value=pl.col("text").str.extract(f"'{STEP_OF_TOTAL}': '\\d+/(\\d+)'"),
+                ),
             ]
         )
         .select("line", "key", value=number)
