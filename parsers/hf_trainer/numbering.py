@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-STEP_KEYS = ("step", "global_step")
+# a callback's own step; ms-swift's `done/total` counter (read as its count by stdout._value)
+STEP_KEYS = ("step", "global_step", "global_step/max_steps")
 HOW = {
     "bar": "the progress bar printed before each",
     "step": "their own step key",
@@ -217,11 +218,14 @@ def _with_bar_steps(
 def _interval_between(low: pl.Series, high: pl.Series) -> int:
     """The largest L > 1 with a multiple in every [low, high]; 1 when the counters agree
     everywhere or no such L exists. A first-step log (`logging_first_step`, step 1) is left
-    out of the fit."""
+    out of the fit; one log alone fixes no interval."""
     if not (low != high).any():
         return 1
     kept = high > 1
     low, high = low.filter(kept), high.filter(kept)
+    if low.len() < 2:
+        # one log: any L up to its `high` has a multiple there, the fit says nothing
+        return 1
     largest = high.min()
     for size in range(int(largest) if isinstance(largest, int) else 1, 1, -1):
         if (high // size * size >= low).all():

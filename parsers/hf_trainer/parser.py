@@ -25,11 +25,12 @@ from loganalyzer.parsers.hf_trainer.entries import (
 from loganalyzer.parsers.hf_trainer.facts import add_derived
 from loganalyzer.sources import is_probably_binary, read_head
 
-# A dict or the training block at the start of a line (after a launcher or logger prefix, or
-# the progress bar it is glued to: `6/200 [00:05<02:51, 1.13it/s]{'loss': ...`), not quoted
+# A dict or the training block at the start of a line (indented as a pasted log may be, after
+# a launcher or logger prefix, `%(name)s - %(message)s` as the examples' loggers print, or the
+# progress bar it is glued to: `6/200 [00:05<02:51, 1.13it/s]{'loss': ...`), not quoted
 # inside other text.
 STDOUT_MARKERS = re.compile(
-    r"(?:^|^[\w.-]+: |\]:|\] |>> |(?:it/s|s/it)\])"
+    r"(?:^[ \t]*|^[ \t]*[\w.-]+: |\]:|\] |>> | - |(?:it/s|s/it)\])"
     r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
     re.M,
 )
@@ -44,7 +45,13 @@ STDOUT_LITERALS = (
 # The Trainer's training bar: tqdm with no description (`  3%|▎   | 6/200 [00:05<02:51, ...`),
 # at the start of a line or after a carriage return (`\r`, or `^M` as text copied from a
 # terminal shows it).
-BARE_BAR = re.compile(r"(?:^|\r|\^M)\s{0,3}\d{1,3}%\|[^|\n\r]{0,200}\| *(\d+)/(\d+) \[\d", re.M)
+# tqdm with `ncols=0` prints no bar: `  4% 100/2238 [1:49:59<42:08:58, 70.97s/it]`.
+BARE_BAR = re.compile(
+    r"(?:^|\r|\^M)\s{0,3}\d{1,3}%(?:\|[^|\n\r]{0,200}\| *| )(\d+)/(\d+) \[\d", re.M
+)
+# Trainer._save_checkpoint's line: a bar's count that names a saved checkpoint is the
+# Trainer's step (`| 1124/1124 [2:48:45<00:00, 16.34s/it]... checkpoint-1124`).
+SAVED = re.compile(r"Saving model checkpoint to \S*checkpoint-(\d+)")
 # A file of bars only (no dict, no training block) is claimed below the formats' own markers:
 # a bar is the Trainer's only if nothing else claims the file.
 BARS_ONLY_SCORE = 0.5
@@ -74,7 +81,9 @@ class HfTrainerParser:
             return 0.9
         if any(literal in head for literal in STDOUT_LITERALS) and _stdout_marker(head):
             return 0.9
-        return BARS_ONLY_SCORE if "%|" in head and _advancing_bar(head) else 0.0
+        if "%" in head and (_advancing_bar(head) or _saved_at_bar(head)):
+            return BARS_ONLY_SCORE
+        return 0.0
 
     def parse(self, path: Path) -> Run:
         if path.name == output_dir.STATE or STATE_MARKER.search(read_head(path, 65536)):
@@ -100,6 +109,15 @@ def _advancing_bar(head: str) -> bool:
         if len(seen) > 1:
             return True
     return False
+
+
+def _saved_at_bar(head: str) -> bool:
+    """A bare bar's count that the Trainer's checkpoint save line names: one update (a log
+    cut to its last lines) is the Trainer's bar when a checkpoint of that step was saved."""
+    if "Saving model checkpoint to" not in head:
+        return False
+    counts = {match.group(1) for match in BARE_BAR.finditer(head)}
+    return any(match.group(1) in counts for match in SAVED.finditer(head))
 
 
 def _from_output_dir(path: Path) -> Run:

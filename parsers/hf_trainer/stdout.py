@@ -22,18 +22,22 @@ CANDIDATES = (
     "Continuing training from global step",
     "Saving model checkpoint to",
     "fp16",
+    "FP16",
     "bf16",
+    "BF16",
     "ixed precision",
     "ixed_precision",
+    "padded vocab",
 )
 RESUME = r"Continuing training from global step (\d+)"
 # The precision a run states: a TrainingArguments dump (`fp16=True,` one field a line, or all
 # on one line in transformers < 4.7), a YAML config (`bf16: true`, axolotl), a launch
 # command's flag (`--bf16`, `--bf16 True`, `--bf16=true \`), accelerate's
 # `mixed_precision='fp16'` or its state's `Mixed precision type: bf16`. A flag set False,
-# `auto`, or `fp16_full_eval=` says nothing.
+# `auto`, or `fp16_full_eval=` says nothing. A launch script's own echo of its setting may
+# shout it (`FORCE FP16: True`, coreweave's finetuner).
 PRECISION = (
-    r"(?:^|[\s,(-])(?:(fp16|bf16)\s*[=:]\s*['\"]?(?:True|true)\b"
+    r"(?:^|[\s,(-])(?:((?i:fp16|bf16))\s*[=:]\s*['\"]?(?:True|true)\b"
     r"|--(fp16|bf16)(?:[ =](?:True|true))?(?:\s+(?:--|\\$)|\s*$)"
     r"|(?:mixed_precision\s*[=:]\s*['\"]?|Mixed precision type:\s*)(fp16|bf16|fp8)\b)"
 )
@@ -45,11 +49,20 @@ CONFIG_LINES = 400
 # Trainer._save_checkpoint's INFO line (`Saving model checkpoint to out/checkpoint-500`).
 SAVE = r"Saving model checkpoint to .*checkpoint-(\d+)"
 
-# Where a record starts inside a glued line: a launcher label, a dict, a tqdm bar.
-RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|\s*\d{1,3}%\|"
+# Where a record starts inside a glued line: a launcher label, a dict, a tqdm bar, drawn
+# (`  3%|▎  | 6/200 [`) or not: tqdm with `ncols=0` (a terminal of unknown width, as some log
+# collectors give it) prints `l_bar[:-1] + r_bar[1:]`, `  4% 100/2238 [1:49:59<...]`.
+TQDM_START = r"\s*\d{1,3}%(?:\||\s\d+/\d+ \[)"
+RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|" + TQDM_START
 
 DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines with `host: `
-PAIR = r"'([^']+)': '?([-+\w.]+)'?"
+# A key and its value as printed: a Python literal (`0.5`, transformers 5's `'0.3713'`), or
+# what some loggers print in its place (`'train_runtime': 298.36s`, TRL examples).
+PAIR = r"'([^']+)': ('[^']*'|[^,}'\s][^,}]*)"
+# A duration a logger prints as text: `298.36s`, ms-swift's `'elapsed_time': '1h 7m 30s'`.
+DURATION = r"^(?:(\d+)h\s*)?(?:(\d+)m\s*)?(?:([\d.]+)s)?$"
+# ms-swift's step counter in every dict it logs: `'global_step/max_steps': '1/60'`.
+STEP_OF_TOTAL = "global_step/max_steps"
 # tqdm's `{n}/{total} [{elapsed}<{remaining}, {rate}]`: elapsed in whole seconds (`MM:SS`,
 # `H:MM:SS` past an hour), the rate `{:5.2f}s/it` or `it/s` (`?it/s` before the first update).
 BAR = r"(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<[^,\]]*(?:,\s*([\d.]+)(s/it|it/s))?"
@@ -66,6 +79,10 @@ BLOCK = {
 # transformers 5's `[transformers] `).
 BLOCK_LINE = r"(?:^|\s)(" + "|".join(re.escape(k) for k in BLOCK) + r") = ([\d,]+)\s*$"
 PEFT = r"trainable params: ([\d,]+) \|\| all params: ([\d,]+)"
+# Megatron-LM's tokenizer padding, printed where accelerate's Megatron-LM plugin builds the
+# model under the Trainer's loop: `> padded vocab (size: 50257) with 175 dummy tokens (new
+# size: 50432)`.
+PADDED_VOCAB = r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)"
 TRAIN_OUTPUT = r"^TrainOutput\(global_step=(\d+)"
 
 
@@ -84,8 +101,11 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
     for frame in line_frames(path):
         found["configs"].append(_config_blocks(frame))
         lines = frame.filter(pl.col("text").str.contains_any(list(CANDIDATES)))
+        # a log pasted into an indented block (Markdown, a quoted report) indents every line
         pieces = split_glued(lines, RECORD_START).with_columns(
-            clean(strip_launcher(pl.col("text"))).str.strip_chars_end().alias("text")
+            clean(strip_launcher(pl.col("text").str.strip_chars_start()))
+            .str.strip_chars()
+            .alias("text")
         )
         text = pl.col("text")
         found["starts"].append(
@@ -142,13 +162,16 @@ def _precision(pieces: pl.DataFrame) -> pl.DataFrame:
     m = pl.col("m").struct
     return (
         pieces.with_columns(m=pl.col("text").str.extract_groups(PRECISION))
-        .select("line", dtype=pl.coalesce(m.field("1"), m.field("2"), m.field("3")))
+        .select(
+            "line", dtype=pl.coalesce(m.field("1"), m.field("2"), m.field("3")).str.to_lowercase()
+        )
         .drop_nulls("dtype")
     )
 
 
 def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
     dicts = pieces.filter(pl.col("text").str.contains(DICT))
+    printed = pl.col("kv").struct.field("2")
     return (
         dicts.select("line", "piece", pair=pl.col("text").str.extract_all(PAIR))
         .explode("pair")
@@ -157,11 +180,32 @@ def _dicts(pieces: pl.DataFrame) -> pl.DataFrame:
             "line",
             "piece",
             key=pl.col("kv").struct.field("1"),
-            value=pl.col("kv").struct.field("2").cast(pl.Float64, strict=False),
+            value=_value(
+                printed.str.strip_chars().str.strip_chars("'"), pl.col("kv").struct.field("1")
+            ),
             # transformers 5 prints every float as a `.4g` string: 4 significant digits
-            quoted=pl.col("pair").str.contains(": '", literal=True),
+            quoted=printed.str.starts_with("'"),
         )
         .drop_nulls(["key", "value"])
+    )
+
+
+def _value(text: pl.Expr, key: pl.Expr) -> pl.Expr:
+    """A printed value as a number: a float, a duration in seconds (`298.36s`, `1h 7m 30s`),
+    the count of ms-swift's `done/total` step counter; null for any other text."""
+    duration = text.str.extract_groups(DURATION).struct
+    hours, minutes, seconds = (
+        duration.field(n).cast(pl.Float64, strict=False) for n in ("1", "2", "3")
+    )
+    timed = text.str.contains(r"\ds$")
+    return pl.coalesce(
+        text.cast(pl.Float64, strict=False),
+        pl.when(timed).then(
+            hours.fill_null(0) * 3600 + minutes.fill_null(0) * 60 + seconds.fill_null(0)
+        ),
+        pl.when(key == STEP_OF_TOTAL).then(
+            text.str.extract(r"^(\d+)/\d+$").cast(pl.Float64, strict=False)
+        ),
     )
 
 
@@ -209,6 +253,17 @@ def _facts(pieces: pl.DataFrame) -> pl.DataFrame:
                 ),
                 peft.select(
                     "line", key=pl.lit("peft_all_params"), value=pl.col("m").struct.field("2")
+                ),
+                pieces.select(
+                    "line",
+                    key=pl.lit("padded_vocab_size"),
+                    value=pl.col("text").str.extract(PADDED_VOCAB),
+                ),
+                # ms-swift's counter states the run's total: `'global_step/max_steps': '5/16'`
+                pieces.select(
+                    "line",
+                    key=pl.lit("train_iters"),
+                    value=pl.col("text").str.extract(f"'{STEP_OF_TOTAL}': '\\d+/(\\d+)'"),
                 ),
             ]
         )
