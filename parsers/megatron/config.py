@@ -39,6 +39,18 @@ RENAMED_ARGUMENTS = {
 }
 
 
+def changes_only(facts: pl.DataFrame) -> pl.DataFrame:
+    """The facts (line, launch, key, value) in line order without the statements that repeat
+    the value their key was last stated with: the copies several ranks print of a start-up
+    line, and a relaunch's arguments that did not change. A value stated again after another
+    (TP 1, then 2, then 1 again) is kept each time: each launch's facts are those stated
+    before it (`segment_config` carries them on from launch to launch)."""
+    ordered = facts.sort("line", maintain_order=True)
+    previous = pl.col("value").shift(1).over("key")
+    kept: pl.DataFrame = ordered.filter(previous.is_null() | (pl.col("value") != previous))
+    return kept
+
+
 def _typed(raw: str) -> object:
     """An argument's printed value as Python: None, bool, int, float, or the string."""
     if raw == "None":
@@ -73,9 +85,11 @@ def run_config(
 def segment_config(
     facts: pl.DataFrame, config: dict[str, ConfigValue], table: pl.DataFrame, source: str
 ) -> dict[int, dict[str, ConfigValue]]:
-    """By segment, the facts stated otherwise than `config` (the first launch's) by the
-    start-up lines before the segment's first record (a later launch's arguments); which of
-    them make it another run is for the loader to decide."""
+    """By segment, the facts that hold for it otherwise than `config` (the first launch's):
+    those stated by the start-up lines before the segment's first record (a later launch's
+    arguments, its iteration lines' total), and those stated for an earlier segment and not
+    since (a launch restates only what changed: see `changes_only`). Which of them make it
+    another run is for the loader to decide."""
     if table.height == 0 or facts.height == 0:
         return {}
     starts = table.group_by("segment", maintain_order=True).agg(pl.col("line").first()).sort("line")
@@ -90,17 +104,42 @@ def segment_config(
             _typed(value), Provenance("log", source, line)
         )
     changed = {}
-    for segment, values in stated.items():
-        derived = {k: v for k, v in config.items() if k not in _DERIVED} | values
+    holding = {k: v for k, v in config.items() if k not in _DERIVED}
+    for segment in starts.get_column("segment"):
+        holding = holding | stated.get(segment, {})
+        derived = dict(holding)
         _derive_config(derived)
         differing = {
-            key: value
-            for key, value in derived.items()
-            if (key in values or key in _DERIVED) and _value(config.get(key)) != value.value
+            key: value for key, value in derived.items() if _value(config.get(key)) != value.value
         }
         if differing:
             changed[segment] = differing
     return changed
+
+
+def with_totals(facts: pl.DataFrame, totals: pl.DataFrame) -> pl.DataFrame:
+    """The facts with each segment's iteration total (`iteration K/ N`) stated as
+    `train_iters` at its first record, changes only."""
+    stated = totals.drop_nulls("total").select(
+        pl.col("line").cast(facts.schema["line"]),
+        launch=pl.lit(None, dtype=facts.schema["launch"]),
+        key=pl.lit("train_iters"),
+        value=pl.col("total").cast(pl.String),
+    )
+    return changes_only(pl.concat([facts, stated]))
+
+
+def counted_to(
+    config: dict[str, ConfigValue], totals: pl.DataFrame, source: str
+) -> dict[str, ConfigValue]:
+    """`config` with `train_iters` from the first iteration lines' total where the arguments
+    do not state it (no dump, or `train_iters None` beside `train_samples`)."""
+    stated = config.get("train_iters")
+    first = totals.drop_nulls("total").head(1)
+    if (stated is not None and stated.value is not None) or first.height == 0:
+        return config
+    line, total = first.select("line", "total").row(0)
+    return config | {"train_iters": ConfigValue(total, Provenance("log", source, line))}
 
 
 # Facts `_derive_config` names from the arguments.

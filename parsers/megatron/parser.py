@@ -21,7 +21,13 @@ from loganalyzer.parsers.megatron.assembly import (
     iteration_table,
     long_part,
 )
-from loganalyzer.parsers.megatron.config import run_config, segment_config
+from loganalyzer.parsers.megatron.config import (
+    changes_only,
+    counted_to,
+    run_config,
+    segment_config,
+    with_totals,
+)
 from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_key
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
@@ -71,15 +77,15 @@ class MegatronParser:
             chunks.append(
                 dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
             )
-        facts = pl.concat([c.facts for c in chunks]).unique(
-            ["key", "value"], keep="first", maintain_order=True
-        )
+        facts = changes_only(pl.concat([c.facts for c in chunks]))
         if not any(r.frame.height for r in records) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
-        table = iteration_table(records, config, str(path))
+        table, totals = iteration_table(records, config, str(path))
         del chunks, records  # what of them the table does not hold: keys, launches
+        facts = with_totals(facts, totals)
+        config = counted_to(config, totals, str(path))
         later_launches = segment_config(facts, config, table, str(path))
         metrics = longs.finish(conform_metrics(pl.DataFrame()))
         if table.height == 0:

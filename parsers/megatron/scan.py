@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS
+from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS, changes_only
 from loganalyzer.parsers.megatron.markers import CANDIDATES
 from loganalyzer.parsers.megatron.metrics import (
     checkpoint_saves,
@@ -114,14 +114,12 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
         .drop_nulls("key")
     )
     other = frame.filter(~pl.col("in_args"))
-    # Relaunches print the same arguments again: one row per distinct value is all the
-    # config needs.
+    # Relaunches print the same arguments again, and each rank its start-up lines: only a
+    # change of a value is kept (`changes_only`).
     startup = having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
     # Most chunks have no start-up line: skip the dozen small selections that would find none.
     found = [args, startup_facts(startup)] if startup.height else [args]
-    facts = (
-        pl.concat(found).sort("line").unique(["key", "value"], keep="first", maintain_order=True)
-    )
+    facts = changes_only(pl.concat(found))
     pieces = split_glued(other, RECORD_START)
     general = iteration_records(having(pieces, "iteration"))
     fields = read_fields(general)
