@@ -68,10 +68,13 @@ def _typed(raw: str) -> object:
 def run_config(
     facts: pl.DataFrame, printed_keys: frozenset[str], source: str
 ) -> tuple[dict[str, ConfigValue], str, list[str]]:
-    """The run config: every argument of the first dump, then the start-up facts it lacks."""
+    """The run config: every argument of the first dump, then the start-up facts it lacks;
+    an echoed launch command's options where no dump or start-up line states them (the
+    arguments printed are those the script used, defaults and corrections included)."""
     warnings: list[str] = []
     config: dict[str, ConfigValue] = {}
-    first = facts.sort("line").unique("key", keep="first", maintain_order=True)
+    order = [pl.col("command").fill_null(False), "line"] if "command" in facts.columns else ["line"]
+    first = facts.sort(order).unique("key", keep="first", maintain_order=True)
     for key, value, line in first.select("key", "value", "line").iter_rows():
         # `None` is kept: "recompute_granularity ... None" says there was no recomputation
         config[key] = ConfigValue(_typed(value), Provenance("log", source, line))
@@ -126,7 +129,7 @@ def with_totals(facts: pl.DataFrame, totals: pl.DataFrame) -> pl.DataFrame:
         key=pl.lit("train_iters"),
         value=pl.col("total").cast(pl.String),
     )
-    return changes_only(pl.concat([facts, stated]))
+    return changes_only(pl.concat([facts, stated], how="diagonal_relaxed"))
 
 
 def counted_to(

@@ -77,7 +77,7 @@ class MegatronParser:
             chunks.append(
                 dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
             )
-        facts = changes_only(pl.concat([c.facts for c in chunks]))
+        facts = changes_only(pl.concat([c.facts for c in chunks], how="diagonal_relaxed"))
         if not any(r.frame.height for r in records) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
