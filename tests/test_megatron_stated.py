@@ -198,3 +198,58 @@ def test_precision_is_stated_by_every_form(
     assert stated(run_of(path))["dtype"] == (dtype, line)
     doc = summary(path)
     assert doc["run"]["dtype"] == dtype and doc["run"]["dtype_assumed"] is False
+
+
+def _deepspeed_moe_dump(experts: str) -> list[str]:
+    """A Megatron-DeepSpeed dump's MoE arguments (microsoft/Megatron-DeepSpeed
+    megatron/arguments.py: `--num-experts` nargs='+' default [1], `--topk` default 1,
+    `--expert-interval` default 2)."""
+    values = {
+        "expert_interval": 2,
+        "fp16": True,
+        "hidden_size": 1024,
+        "num_attention_heads": 16,
+        "num_experts": experts,
+        "num_layers": 24,
+        "seq_length": 2048,
+        "topk": 1,
+    }
+    return [
+        "------------------------ arguments ------------------------",
+        *(f"  {key} {'.' * (48 - len(key))} {value}" for key, value in values.items()),
+        "-------------------- end of arguments ---------------------",
+    ]
+
+
+def test_megatron_deepspeed_experts(tmp_path: Path) -> None:
+    """`num_experts [128]` with `topk 1`: 128 experts, top-1, in every second layer (those
+    whose number is a multiple of `expert_interval`); `[1]` is the dense model."""
+    path = tmp_path / "moe.log"
+    path.write_text("\n".join([*_deepspeed_moe_dump("[128]"), *RECORDS]) + "\n")
+    facts = stated(run_of(path))
+    assert facts["num_experts"] == (128, 6)
+    assert facts["moe_router_topk"] == (1, 9)
+    assert facts["moe_layer_freq"] == (str([0, 1] * 12), 2)
+    model = summary(path)["run"]["model"]
+    assert (model["num_experts"], model["moe_router_topk"]) == (128, 1)
+    dense = tmp_path / "dense.log"
+    dense.write_text("\n".join([*_deepspeed_moe_dump("[1]"), *RECORDS]) + "\n")
+    model = summary(dense)["run"]["model"]
+    assert (model["num_experts"], model["moe_router_topk"]) == (None, None)
+    assert model["params"] == model["active_params"]
+
+
+def test_a_dense_model_routes_to_no_expert(tmp_path: Path) -> None:
+    """Megatron-core prints `moe_router_topk ... 2` and `num_experts ... None` for a dense
+    model: the summary's model has no top-k."""
+    path = tmp_path / "dense.log"
+    lines = [
+        "------------------------ arguments ------------------------",
+        "  moe_router_topk ................................. 2",
+        "  num_experts ..................................... None",
+        "  num_layers ...................................... 2",
+        "-------------------- end of arguments ---------------------",
+        *RECORDS,
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    assert summary(path)["run"]["model"]["moe_router_topk"] is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from loganalyzer.model import (
@@ -36,6 +38,7 @@ RENAMED_ARGUMENTS = {
     "pipe_parallel_size": "pipeline_model_parallel_size",
     "deepspeed_train_batch_size": "global_batch_size",
     "deepspeed_train_micro_batch_size_per_gpu": "micro_batch_size",
+    "topk": "moe_router_topk",  # Megatron-DeepSpeed's MoE router
 }
 
 
@@ -185,5 +188,29 @@ def _derive_config(config: dict[str, ConfigValue]) -> None:
     for old, new in RENAMED_ARGUMENTS.items():
         if flag(old) is not None and flag(new) is None:
             config[new] = config[old]
+    _deepspeed_experts(config)
     if flag("world_size") is not None:
         config["num_gpus"] = config["world_size"]
+
+
+def _deepspeed_experts(config: dict[str, ConfigValue]) -> None:
+    """Megatron-DeepSpeed's experts in Megatron-LM's terms: `num_experts` is a list (`[1]`,
+    the default, is the dense MLP; `[128]` 128 experts in every MoE layer), and the MoE layers
+    are those whose number (from 1) is a multiple of `expert_interval` (megatron/model/
+    transformer.py: `if layer_num % args.expert_interval == 0`), which `moe_layer_freq`
+    states as a pattern. A list of different counts is left as printed (no one count)."""
+    interval = config.get("expert_interval")
+    experts = config.get("num_experts")
+    if interval is None or experts is None:
+        return
+    counts = {int(n) for n in re.findall(r"\d+", str(experts.value))}
+    if len(counts) != 1:
+        return
+    (count,) = counts
+    config["num_experts"] = ConfigValue(count, experts.provenance)
+    layers = _value(config.get("num_layers"))
+    every = interval.value
+    stated = count > 1 and "moe_layer_freq" not in config
+    if stated and isinstance(every, int) and every > 0 and isinstance(layers, int):
+        pattern = [int((layer + 1) % every == 0) for layer in range(layers)]
+        config["moe_layer_freq"] = ConfigValue(str(pattern), interval.provenance)
