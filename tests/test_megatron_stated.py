@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -253,3 +254,37 @@ def test_a_dense_model_routes_to_no_expert(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(lines) + "\n")
     assert summary(path)["run"]["model"]["moe_router_topk"] is None
+
+
+def test_effective_tera_flops_below_each_iteration_line(shared_logs: Path) -> None:
+    """bigscience's Megatron-DeepSpeed ZeRO benchmark (2021) prints `Effective Tera Flops per
+    GPU: 41.31 and total parameters 52.005 B` after the timers below each iteration line
+    (`flops_calculator`, megatron/utils.py): the TFLOPS per GPU the run reported."""
+    path = shared_logs / "bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out"
+    table = run_of(path).table
+    assert table.select("iteration", "reported_tflops_per_gpu").rows() == [
+        (1, 41.31),
+        (2, 39.66),
+        (3, 39.74),
+        (4, 40.01),
+    ]
+    assert summary(path)["reported"]["tflops_per_gpu"] == 39.875
+
+
+def test_effective_tera_flops_is_not_a_timer(tmp_path: Path) -> None:
+    """The line goes to its record, not to the long table; a record without one keeps none,
+    and a value an iteration line prints itself (`TFLOPs: v |`) is not replaced."""
+    path = tmp_path / "effective.log"
+    lines = [
+        RECORDS[0],
+        "time (ms) | forward: 5495.35 | backward: 22976.72 | optimizer: 243.03",
+        "Effective Tera Flops per GPU: 0.21 and total parameters 29.998 B",
+        RECORDS[1],
+        RECORDS[2].replace(" lm loss:", " TFLOPs: 12.50 | lm loss:"),
+        "Effective Tera Flops per GPU: 9.99 and total parameters 29.998 B",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    run = run_of(path)
+    assert run.table["reported_tflops_per_gpu"].to_list() == [0.21, None, 12.5]
+    assert isinstance(run.metrics, pl.DataFrame)
+    assert not run.metrics.filter(pl.col("name").cast(pl.String).str.contains("flops")).height

@@ -12,6 +12,8 @@ What it reads (the formats are quoted in the project's FORMATS reference):
 - timers: one-line ``time (ms) | name: v | ...`` and the ``(min, max) time across ranks (ms):``
   / ``max time across ranks (ms):`` blocks; ``[Rank N] (after K iterations) memory (MB) | ...``;
   ``saving checkpoint at iteration N`` — all to the long table, tied to the last iteration seen;
+- ``Effective Tera Flops per GPU: v and total parameters p B`` (Megatron-DeepSpeed, 2021)
+  below an iteration line: that record's reported TFLOPS per GPU;
 - launcher prefixes, ANSI codes, ``\\r``, records glued without a newline, and the copies that
   several ranks or nodes print of one line (de-duplicated within each launch).
 

@@ -157,3 +157,25 @@ def _interval(log_interval: object) -> pl.Expr:
         .clip(lower_bound=1)
         .cast(pl.Int64)
     )
+
+
+def with_reported_tflops(table: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:
+    """`table` with the TFLOPS per GPU that lines below its iteration lines state (`stated`:
+    line, value) as the records' `reported_tflops_per_gpu`, where the line itself printed
+    none: each value goes to the last record above it (copies printed by several ranks,
+    the first)."""
+    if table.height == 0:
+        return table
+    records = table.select(record=pl.col("line")).drop_nulls().sort("record")
+    placed = (
+        stated.sort("line")
+        .join_asof(records, left_on="line", right_on="record", strategy="backward")
+        .drop_nulls("record")
+        .unique("record", keep="first", maintain_order=True)
+        .select(line="record", stated="value")
+    )
+    filled = table.join(placed, on="line", how="left", maintain_order="left").select(
+        pl.exclude("stated", "reported_tflops_per_gpu"),
+        reported_tflops_per_gpu=pl.coalesce("reported_tflops_per_gpu", "stated"),
+    )
+    return compact_table(filled.select(table.columns))

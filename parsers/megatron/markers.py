@@ -18,6 +18,7 @@ OTHER_MARKS = (
     "gradient_accumulation_steps",
     "saving checkpoint",
     "validation",
+    "Tera Flops",  # Megatron-DeepSpeed's `Effective Tera Flops per GPU: v` below an iteration
     ".. ",  # an argument line outside a dump (`  num_layers ...... 24`)
     *COMMAND_MARKS,  # a launch command's options, its lines continued with ` \`
 )

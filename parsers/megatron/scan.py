@@ -13,7 +13,9 @@ from loganalyzer.parsers.megatron.command import COMMAND_MARKS, command_facts
 from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS, changes_only
 from loganalyzer.parsers.megatron.markers import CANDIDATES
 from loganalyzer.parsers.megatron.metrics import (
+    EFFECTIVE_TFLOPS_MARK,
     checkpoint_saves,
+    effective_tflops,
     memory_lines,
     timers,
     validation_lines,
@@ -155,6 +157,7 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
             memory_lines(having(pieces, "memory (MB)")),
             checkpoint_saves(having(pieces, "saving checkpoint")),
             validation_lines(having(pieces, "validation")),
+            effective_tflops(having(pieces, EFFECTIVE_TFLOPS_MARK)),
         ],
         how="diagonal_relaxed",
     )
