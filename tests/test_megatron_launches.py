@@ -127,3 +127,22 @@ def test_relaunches_of_one_checkpoint_with_other_tp_pp_are_one_run_each(tmp_path
         for doc, (tp, _) in zip(docs, shapes, strict=True):
             assert doc["iterations"]["logged"] == 3
             assert doc["time"]["logged_s"] == 15.0 * tp  # 3 records of 10 iterations
+
+
+def test_a_relaunch_that_logged_one_record_covers_one_log_interval(tmp_path: Path) -> None:
+    """A relaunch from the checkpoint at 95000 that printed one line before it was stopped:
+    without a `log_interval` argument its record covers the file's usual step (10), not the
+    95010 iterations since 0 (that read 7.5 s of step as 197.9 h logged)."""
+    stamp = START
+    lines = []
+    for launch, (tp, pp) in enumerate([(1, 1), (2, 1), (1, 2)]):
+        lines.append(world(tp, pp))
+        for k in (95010, 95020, 95030) if launch == 0 else (95010,):
+            stamp += timedelta(seconds=75)
+            lines.append(iteration_line(k, 100000, 7500.0, stamp))
+        stamp += timedelta(minutes=5)
+    path = tmp_path / "relaunches.log"
+    path.write_text("\n".join(lines) + "\n")
+    docs = summaries(path)
+    assert [d["time"]["logged_s"] for d in docs] == [225.0, 75.0, 75.0]
+    assert [d["iterations"]["logged"] for d in docs] == [3, 1, 1]

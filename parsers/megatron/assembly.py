@@ -141,15 +141,19 @@ def _interval(log_interval: object) -> pl.Expr:
     """Iterations each record covers: the step from the previous record, at most the log interval.
 
     The log interval is the `log_interval` argument when the log has it, else the segment's
-    most common step. A larger step means records are missing (a cut log), not a longer
-    average; a segment's first record covers the log interval (or its iteration number, if
-    smaller).
+    most common step, else (a segment of one record: a relaunch that died or was stopped
+    after its first line) the file's. A larger step means records are missing (a cut log),
+    not a longer average; a segment's first record covers the log interval (or its
+    iteration number, if smaller). Only where no segment has two records is a lone record
+    taken to cover every iteration up to its number.
     """
     step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
     typical = (
         pl.lit(log_interval, dtype=pl.Int64)
         if isinstance(log_interval, int) and log_interval > 0
-        else step.drop_nulls().mode().min().over("segment")
+        else pl.coalesce(
+            step.drop_nulls().mode().min().over("segment"), step.drop_nulls().mode().min()
+        )
     )
     first = pl.min_horizontal(typical, pl.col("iteration"))
     return (
