@@ -150,9 +150,9 @@ def summary(
     runs are cached under $XDG_CACHE_HOME/loganalyzer/wandb, --refresh pulls again).
     Model and hardware options override what the logs say and fill in what they lack.
 
-    Sources that hold several runs (a different model shape, GPU count or parallelism, or an
-    iteration counter that starts again from 1) are refused with the runs listed (exit 1):
-    pick one with --run N, or report each with --split-runs.
+    Sources that hold several runs (a different model shape, GPU count, parallelism or
+    iteration total, or an iteration counter that starts again from 1) are refused with the
+    runs listed (exit 1): pick one with --run N, or report each with --split-runs.
 
     \b
     Examples:

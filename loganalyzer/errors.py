@@ -36,8 +36,9 @@ class SeveralRunsError(InputError):
         self.runs = runs
         listed = "".join(f"\n  run {n}: {line}" for n, line in enumerate(runs, 1))
         super().__init__(
-            f"{sources} holds {len(runs)} different runs (model shape, GPUs or parallelism "
-            f"differ, or the iteration counter starts again from 1):{listed}\n{hint}"
+            f"{sources} holds {len(runs)} different runs (model shape, GPUs, parallelism or "
+            f"iteration total differ, or the iteration counter starts again from 1):"
+            f"{listed}\n{hint}"
         )
 
 

@@ -3,13 +3,14 @@
 A run is one model on one set of GPUs. A part is one file's launches up to the next start
 from scratch or the next launch of another identity: a file that holds several benchmarks
 (each counting from iteration 1, or each of another shape) is several parts. Parts are
-different runs when their model shape, world size or parallelism
-differ (a fact only one of them states does not separate them), or when one starts from the
-beginning (its first record covers iteration 1): nothing was resumed, so it is a new run, not
-a restart. A part that continues the counter of an earlier run of the same identity (a resume
-from a checkpoint) joins it as a restart, unless it began before that run's last record (it
-ran beside it: another run of a sweep). A lone record whose log interval is unknown may or may
-not cover iteration 1: it joins an earlier run only when it is past that run's last iteration.
+different runs when their model shape, world size, parallelism or iteration total
+(`train_iters`) differ (a fact only one of them states does not separate them), or when one
+starts from the beginning (its first record covers iteration 1): nothing was resumed, so it is
+a new run, not a restart. A part that continues the counter of an earlier run of the same
+identity (a resume from a checkpoint) joins it as a restart, unless it began before that run's
+last record (it ran beside it: another run of a sweep). A lone record whose log interval is
+unknown may or may not cover iteration 1: it joins an earlier run only when it is past that
+run's last iteration.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from loganalyzer.merge import order_key
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Run
 from loganalyzer.render.numbers import iterations, plural
 
-# The facts that make two parts the same run: the model's shape, the world size and the
-# parallelism. The batch size may change inside a run (ramp-up), so it is not among them.
+# The facts that make two parts the same run: the model's shape, the world size, the
+# parallelism, and the iterations the run counts to (`iteration K/ N`: a 10-iteration
+# benchmark before the full run counts to 10). The batch size may change inside a run
+# (ramp-up), so it is not among them.
 IDENTITY_FACTS = (
     *MODEL_FACTS,
     "num_gpus",
     "world_size",
-    *(PARALLELISM_FACTS[name] for name in ("tensor", "pipeline", "context", "expert")),
+    *PARALLELISM_FACTS.values(),
+    "train_iters",
 )
 
 
@@ -259,7 +263,7 @@ def group_runs(parts: Sequence[Run]) -> list[list[Run]]:
 
 def describe_runs(runs: Sequence[Run]) -> list[str]:
     """One line per run a reader tells it by: its files (with the lines, where a file holds
-    several runs), shape, GPUs, parallelism and iterations."""
+    several runs), shape, GPUs, parallelism and iterations (of the total it counts to)."""
     paths = [path for run in runs for path in dict.fromkeys(s.path for s in run.sources)]
     shared = {path for path in paths if paths.count(path) > 1}
     return [_describe(run, shared) for run in runs]
@@ -288,7 +292,9 @@ def _describe(run: Run, shared: set[str]) -> str:
     )
     if table.height:
         span = iterations(int(table["iteration"].min()), int(table["iteration"].max()))  # type: ignore[arg-type]
-        records = f"{span} ({plural(table.height, 'record')})"
+        total = run.get_int("train_iters")
+        counted = f" of {total}" if total is not None else ""
+        records = f"{span}{counted} ({plural(table.height, 'record')})"
     else:
         records = "no iteration records"
     facts = [

@@ -27,11 +27,11 @@ def test_bigscience_folder_is_refused_with_its_runs_listed(shared_logs: Path) ->
     assert "Pick one with --run N, or report each with --split-runs." in result.stderr
     assert (
         "meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out: layers 48, hidden 7168, 32 GPUs, "
-        "TP=4 PP=8 DP=1, iterations 10–200 (20 records)"
+        "TP=4 PP=8 DP=1, iterations 10–200 of 1000 (20 records)"
     ) in result.stderr
     assert (
         "meg_ds_3d_gpt2_perf_n16-ds-off.out: layers 64, hidden 8192, 64 GPUs, TP=4 PP=16 DP=1, "
-        "iterations 1–62 (62 records)"
+        "iterations 1–62 of 1000 (62 records)"
     ) in result.stderr
     assert result.stdout == ""
 
@@ -69,7 +69,7 @@ def test_split_text_heads_each_run(shared_logs: Path) -> None:
     assert [h.split(":")[0] for h in headings] == ["Run 1 of 3", "Run 2 of 3", "Run 3 of 3"]
     assert headings[2].endswith(
         "meg_gpt2_base_n8_dp1_tp4_pp8-1809562.out: layers 48, hidden 7168, 32 GPUs, "
-        "TP=4 PP=8 DP=1, iterations 10–200 (20 records)"
+        "TP=4 PP=8 DP=1, iterations 10–200 of 1000 (20 records)"
     )
 
 

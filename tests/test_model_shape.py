@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -259,3 +260,18 @@ def test_merge_repads_vocab_on_new_tp() -> None:
     shape = merge_shape(shape_from_preset("llama2-7b"), {"tensor_model_parallel_size": 8})
     assert shape.vocab == 32768
     assert merge_shape(shape, {"num_layers": None}) == shape
+
+
+def test_router_topk_is_a_moe_fact() -> None:
+    """A dense model routes to no expert, whatever its arguments print (Megatron-core dumps
+    `moe_router_topk 2` for every model); a MoE one that states none routes to Megatron's
+    default 2; one that states 1 routes to 1."""
+    dense = shape_from_megatron_args({"num_layers": "2", "moe_router_topk": "2"})
+    assert dense.moe_router_topk is None
+    assert ModelShape(num_experts=8).moe_router_topk == 2
+    assert shape_from_megatron_args({"num_experts": "8", "moe_router_topk": "1"}).router_topk == 1
+    # merging experts into a dense shape gives it the default, and taking them away drops it
+    assert merge_shape(dense, {"num_experts": 4}).moe_router_topk == 2
+    assert dataclasses.replace(ModelShape(num_experts=8), num_experts=None).moe_router_topk is None
+    # one expert is the dense MLP (Megatron-DeepSpeed's default `--num-experts 1`)
+    assert shape_from_megatron_args({"num_experts": "1"}).num_experts is None

@@ -34,12 +34,12 @@ def _two_runs(tmp_path: Path) -> Path:
 
 def _listing(folder: Path) -> str:
     return (
-        f"Error: {folder} holds 2 different runs (model shape, GPUs or parallelism differ, or "
-        "the iteration counter starts again from 1):\n"
+        f"Error: {folder} holds 2 different runs (model shape, GPUs, parallelism or iteration "
+        "total differ, or the iteration counter starts again from 1):\n"
         f"  run 1: {folder}/slurm-1001.out: layers 2, hidden 256, 8 GPUs, TP=2 PP=2 DP=2 CP=1, "
-        "iterations 10–50 (5 records)\n"
+        "iterations 10–50 of 100 (5 records)\n"
         f"  run 2: {folder}/slurm-1002.out: layers 2, hidden 512, 8 GPUs, TP=2 PP=2 DP=2 CP=1, "
-        "iterations 40–100 (7 records)\n"
+        "iterations 40–100 of 100 (7 records)\n"
     )
 
 
@@ -96,7 +96,7 @@ def test_report_split_runs_writes_one_report_per_run(tmp_path: Path) -> None:
     ]
     assert wrote[1].endswith(
         f"MB): run 2 of 2, {folder}/slurm-1002.out: layers 2, hidden 512, 8 GPUs, "
-        "TP=2 PP=2 DP=2 CP=1, iterations 40–100 (7 records)"
+        "TP=2 PP=2 DP=2 CP=1, iterations 40–100 of 100 (7 records)"
     )
     assert "slurm-1001.out" in (out / "r-run1.html").read_text()
     assert "slurm-1002.out" not in (out / "r-run1.html").read_text()

@@ -105,7 +105,7 @@ def _megatron_terms(shape: ModelShape) -> _Terms:
     plugged = f"6·{nl}·({h}·({q}+2·{k}) + {q}·{h}) + 6·{nl}·{q}·{s} + 6·{l_dense}·{m}·{h}·{f}"
     if l_moe:
         f_e = shape.moe_ffn_hidden_size or f
-        t = shape.moe_router_topk
+        t = shape.router_topk
         f_sh = shape.moe_shared_expert_intermediate_size or 0
         weights += 6 * l_moe * m * h * (f_e * t + f_sh)
         symbolic += " + 6·l_moe·m·h·(f_e·t + f_sh)"

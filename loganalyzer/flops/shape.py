@@ -41,7 +41,10 @@ class ModelShape:
     tensor_model_parallel_size: int = 1
     swiglu: bool = False
     num_experts: int | None = None
-    moe_router_topk: int = 2
+    # The experts each token is routed to: None for a dense model (whatever its arguments
+    # print: Megatron-core dumps `moe_router_topk 2` for every model), Megatron's default
+    # (`MEGATRON_ROUTER_TOPK`) for a MoE one that does not state it.
+    moe_router_topk: int | None = None
     moe_ffn_hidden_size: int | None = None
     moe_shared_expert_intermediate_size: int | None = None
     moe_layer_freq: int | tuple[int, ...] | None = None
@@ -86,6 +89,15 @@ class ModelShape:
             self.vocab_size, self.make_vocab_size_divisible_by, self.tensor_model_parallel_size
         )
 
+    def __post_init__(self) -> None:
+        topk = (self.moe_router_topk or MEGATRON_ROUTER_TOPK) if self.num_experts else None
+        object.__setattr__(self, "moe_router_topk", topk)
+
+    @property
+    def router_topk(self) -> int:
+        """The experts each token is routed to (a MoE shape's `moe_router_topk`)."""
+        return self.moe_router_topk or MEGATRON_ROUTER_TOPK
+
     def problems(self) -> list[str]:
         """What makes this shape one Megatron would refuse (FLOPs of it would be wrong)."""
         found = [
@@ -98,9 +110,9 @@ class ModelShape:
             found.append(f"hidden_size {h} is not a multiple of num_attention_heads {a}")
         if a and g and a % g:
             found.append(f"num_attention_heads {a} is not a multiple of num_query_groups {g}")
-        if self.num_experts and self.moe_router_topk > self.num_experts:
+        if self.num_experts and self.router_topk > self.num_experts:
             found.append(
-                f"moe_router_topk {self.moe_router_topk} exceeds num_experts {self.num_experts}"
+                f"moe_router_topk {self.router_topk} exceeds num_experts {self.num_experts}"
             )
         freq = self.moe_layer_freq
         if self.num_experts and isinstance(freq, tuple) and len(freq) != self.num_layers:
@@ -115,6 +127,9 @@ class ModelShape:
             return 0
         return len(moe_layer_indices(self.moe_layer_freq or 1, self.num_layers or 0))
 
+
+# Megatron-LM's `--moe-router-topk` default.
+MEGATRON_ROUTER_TOPK = 2
 
 # Sizes of which zero or less means no model (FLOPs of it would be 0 or negative).
 POSITIVE_SIZES = (
@@ -243,7 +258,7 @@ def count_parameters(shape: ModelShape) -> ParamCounts | None:
     f_sh = shape.moe_shared_expert_intermediate_size or 0
     shared = m * h * f_sh + ((m - 1) * f_sh + h) * bias if f_sh else 0
     router = h * experts
-    topk = min(shape.moe_router_topk, experts)
+    topk = min(shape.router_topk, experts)
 
     per_layer = attention + 2 * norm
     layers_total = (
@@ -343,6 +358,8 @@ def shape_from_megatron_args(args: Mapping[str, str]) -> ModelShape:
         groups = _int(args, "num_key_value_heads")
     swiglu = bool(_bool(args, "swiglu")) or _arg(args, "glu_activation") is not None
     freq_text = _arg(args, "moe_layer_freq")
+    # One expert is the dense MLP (Megatron-DeepSpeed's default `--num-experts 1`).
+    experts = _int(args, "num_experts")
     normalization = _arg(args, "normalization")
     position = _arg(args, "position_embedding_type")
     if position is None and _bool(args, "use_rotary_position_embeddings"):
@@ -360,8 +377,8 @@ def shape_from_megatron_args(args: Mapping[str, str]) -> ModelShape:
         make_vocab_size_divisible_by=_int(args, "make_vocab_size_divisible_by") or 128,
         tensor_model_parallel_size=_int(args, "tensor_model_parallel_size") or 1,
         swiglu=swiglu,
-        num_experts=_int(args, "num_experts") or None,
-        moe_router_topk=_int(args, "moe_router_topk") or 2,
+        num_experts=experts if experts is not None and experts > 1 else None,
+        moe_router_topk=_int(args, "moe_router_topk"),
         moe_ffn_hidden_size=_int(args, "moe_ffn_hidden_size"),
         moe_shared_expert_intermediate_size=_int(args, "moe_shared_expert_intermediate_size"),
         moe_layer_freq=None if freq_text is None else parse_moe_layer_freq(freq_text),

@@ -49,9 +49,14 @@ def held(records: pl.DataFrame) -> HeldRecords:
 
 def iteration_table(
     chunks: list[HeldRecords], config: dict[str, ConfigValue], source: str
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The per-iteration table from the chunks' records (in line order, as chunks are read in
-    order): copies removed, segments and intervals added, in the contract's schema.
+    order): copies removed, segments and intervals added, in the contract's schema; and each
+    segment's first line and the total its iteration lines count to (`iteration K/ N`: the
+    run's `train_iters`), as (segment, line, total).
+
+    A segment starts at a launch, a step back of the counter, or a change of its total: a
+    10-iteration benchmark and the full run after it count to different totals.
 
     Everything is done chunk by chunk and the chunks are concatenated without copying; only
     segments and intervals, which need the whole run, are computed on the two columns they
@@ -60,15 +65,22 @@ def iteration_table(
     frames, literals = _restored(chunks)
     masks = first_copies(frames, "key")
     kept = [f if m.all() else f.filter(m) for f, m in zip(frames, masks, strict=True)]
-    new_segment = (pl.col("launch") != pl.col("launch").shift(1)) | (
-        pl.col("iteration") <= pl.col("iteration").shift(1)
+    new_segment = (
+        (pl.col("launch") != pl.col("launch").shift(1))
+        | (pl.col("iteration") <= pl.col("iteration").shift(1))
+        | (pl.col("total") != pl.col("total").shift(1))
     )
     log_interval = config.get("log_interval")
-    derived = (
-        pl.concat([f.select("launch", "iteration") for f in kept])
-        .with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
-        .select("segment", interval=_interval(log_interval.value if log_interval else None))
+    counted = pl.concat(
+        [f.select("line", "launch", "iteration", "total") for f in kept]
+    ).with_columns(segment=new_segment.fill_null(False).cum_sum().cast(pl.Int32))
+    totals = counted.group_by("segment", maintain_order=True).agg(
+        pl.col("line").first(), pl.col("total").drop_nulls().first()
     )
+    derived = counted.select(
+        "segment", interval=_interval(log_interval.value if log_interval else None)
+    )
+    del counted
     tables = []
     offset = 0
     for frame in kept:
@@ -77,11 +89,11 @@ def iteration_table(
         tables.append(conform_table(part.with_columns(source=pl.lit(source))))
         offset += frame.height
     if not tables:
-        return conform_table(pl.DataFrame())
+        return conform_table(pl.DataFrame()), totals
     table = pl.concat([t.drop(literals) for t in tables], rechunk=False).with_columns(
         pl.lit(value, dtype=ITERATION_SCHEMA[name]).alias(name) for name, value in literals.items()
     )
-    return compact_table(table.select(list(ITERATION_SCHEMA)))
+    return compact_table(table.select(list(ITERATION_SCHEMA))), totals
 
 
 _VARIES = object()  # a column's values in a chunk that holds it
@@ -129,15 +141,19 @@ def _interval(log_interval: object) -> pl.Expr:
     """Iterations each record covers: the step from the previous record, at most the log interval.
 
     The log interval is the `log_interval` argument when the log has it, else the segment's
-    most common step. A larger step means records are missing (a cut log), not a longer
-    average; a segment's first record covers the log interval (or its iteration number, if
-    smaller).
+    most common step, else (a segment of one record: a relaunch that died or was stopped
+    after its first line) the file's. A larger step means records are missing (a cut log),
+    not a longer average; a segment's first record covers the log interval (or its
+    iteration number, if smaller). Only where no segment has two records is a lone record
+    taken to cover every iteration up to its number.
     """
     step = pl.col("iteration") - pl.col("iteration").shift(1).over("segment")
     typical = (
         pl.lit(log_interval, dtype=pl.Int64)
         if isinstance(log_interval, int) and log_interval > 0
-        else step.drop_nulls().mode().min().over("segment")
+        else pl.coalesce(
+            step.drop_nulls().mode().min().over("segment"), step.drop_nulls().mode().min()
+        )
     )
     first = pl.min_horizontal(typical, pl.col("iteration"))
     return (
@@ -145,3 +161,25 @@ def _interval(log_interval: object) -> pl.Expr:
         .clip(lower_bound=1)
         .cast(pl.Int64)
     )
+
+
+def with_reported_tflops(table: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:
+    """`table` with the TFLOPS per GPU that lines below its iteration lines state (`stated`:
+    line, value) as the records' `reported_tflops_per_gpu`, where the line itself printed
+    none: each value goes to the last record above it (copies printed by several ranks,
+    the first)."""
+    if table.height == 0:
+        return table
+    records = table.select(record=pl.col("line")).drop_nulls().sort("record")
+    placed = (
+        stated.sort("line")
+        .join_asof(records, left_on="line", right_on="record", strategy="backward")
+        .drop_nulls("record")
+        .unique("record", keep="first", maintain_order=True)
+        .select(line="record", stated="value")
+    )
+    filled = table.join(placed, on="line", how="left", maintain_order="left").select(
+        pl.exclude("stated", "reported_tflops_per_gpu"),
+        reported_tflops_per_gpu=pl.coalesce("reported_tflops_per_gpu", "stated"),
+    )
+    return compact_table(filled.select(table.columns))

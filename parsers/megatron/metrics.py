@@ -24,6 +24,15 @@ CHECKPOINT_SAVE = r"saving checkpoint at iteration\s+(\d{1,18})\b"
 
 VALIDATION = r"validation(?: loss)? at iteration (\d{1,18}) \|(.*)$"
 
+# Megatron-DeepSpeed's (bigscience, 2021) and DeepSpeedExamples' Megatron-LM v1.1.5
+# `flops_calculator` (megatron/utils.py), called by `training_log` after the timers below
+# each iteration line: `print_rank_0(f"Effective Tera Flops per GPU: {round(tflops, 2)} and
+# total parameters {round(params_in_billions, 3)} B")`. The TFLOPS per GPU it reports for
+# the iteration line above it.
+EFFECTIVE_TFLOPS_MARK = "Effective Tera Flops per GPU:"
+EFFECTIVE_TFLOPS = r"Effective Tera Flops per GPU: ([\d.]+)"
+EFFECTIVE_TFLOPS_METRIC = "reported/effective_tflops_per_gpu"
+
 
 # A metric's name from the key of a `key: value` field of a memory or one-line timer report.
 MEMORY_METRIC = pl.lit("memory/") + pl.col("key").str.replace_all(" ", "_") + pl.lit("_mb")
@@ -189,4 +198,23 @@ def validation_lines(pieces: pl.DataFrame) -> pl.DataFrame:
         found.with_columns(after=pl.col("m").struct.field("1").cast(pl.Int64)),
         pl.col("m").struct.field("2"),
         pl.lit("validation/") + pl.col("key"),
+    )
+
+
+def effective_tflops(pieces: pl.DataFrame) -> pl.DataFrame:
+    """`Effective Tera Flops per GPU: v and total parameters p B` → EFFECTIVE_TFLOPS_METRIC,
+    tied like a timer to the iteration line above it."""
+    return (
+        pieces.with_columns(
+            value=pl.col("text").str.extract(EFFECTIVE_TFLOPS).cast(pl.Float64, strict=False)
+        )
+        .drop_nulls("value")
+        .select(
+            "line",
+            "launch",
+            "rank",
+            "value",
+            after=pl.lit(None, dtype=pl.Int64),
+            name=pl.lit(EFFECTIVE_TFLOPS_METRIC),
+        )
     )

@@ -20,9 +20,21 @@ from loganalyzer.parsers.megatron.assembly import (
     held,
     iteration_table,
     long_part,
+    with_reported_tflops,
 )
-from loganalyzer.parsers.megatron.config import run_config, segment_config
-from loganalyzer.parsers.megatron.metrics import ANCHOR_SCHEMA, anchored, row_key
+from loganalyzer.parsers.megatron.config import (
+    changes_only,
+    counted_to,
+    run_config,
+    segment_config,
+    with_totals,
+)
+from loganalyzer.parsers.megatron.metrics import (
+    ANCHOR_SCHEMA,
+    EFFECTIVE_TFLOPS_METRIC,
+    anchored,
+    row_key,
+)
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.spill import SpillingTable
@@ -62,24 +74,31 @@ class MegatronParser:
         longs = SpillingTable()  # the long table outgrows memory on big logs: see spill.py
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
+        reported: list[pl.DataFrame] = []  # TFLOPS lines below iteration lines: to the table
         for chunk, placed in _scanned(path):
             long = _continued(placed, last)
             last = _last_anchor(chunk, last)
+            stated = pl.col("name") == EFFECTIVE_TFLOPS_METRIC
+            if long.select(stated.any()).item():
+                reported.append(long.filter(stated).select("line", "value"))
+                long = long.filter(~stated)
             longs.add(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
             records.append(held(chunk.records))
             chunks.append(
                 dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
             )
-        facts = pl.concat([c.facts for c in chunks]).unique(
-            ["key", "value"], keep="first", maintain_order=True
-        )
+        facts = changes_only(pl.concat([c.facts for c in chunks], how="diagonal_relaxed"))
         if not any(r.frame.height for r in records) and facts.height == 0:
             raise InputError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
-        table = iteration_table(records, config, str(path))
+        table, totals = iteration_table(records, config, str(path))
+        if reported:
+            table = with_reported_tflops(table, pl.concat(reported))
         del chunks, records  # what of them the table does not hold: keys, launches
+        facts = with_totals(facts, totals)
+        config = counted_to(config, totals, str(path))
         later_launches = segment_config(facts, config, table, str(path))
         metrics = longs.finish(conform_metrics(pl.DataFrame()))
         if table.height == 0:

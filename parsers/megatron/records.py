@@ -49,14 +49,16 @@ STEP_TIME_FIELDS = {
 
 
 def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
-    """One row per iteration line: its number, its fields' text, its timestamp, its copy key.
+    """One row per iteration line: its number, the counter's total (`train_iters`: a change
+    of it is another run), its fields' text, its timestamp, its copy key.
 
     The match is located with a capture-free search and the pieces are sliced around it:
     capturing the whole line with a regular expression costs several times more.
     """
     text = pl.col("text")
     located = _char_offsets(pieces.with_columns(at=text.str.find(ITERATION_START)).drop_nulls("at"))
-    number = text.str.slice(pl.col("at"), 48).str.extract(ITERATION_HEAD, 1)
+    head = text.str.slice(pl.col("at"), 48)
+    number = head.str.extract(ITERATION_HEAD, 1)
     stamp = pl.coalesce(
         text.str.slice(0, pl.col("at")).str.extract(TIMESTAMP_BEFORE_ITERATION),
         pl.col("line_stamp"),
@@ -68,6 +70,7 @@ def iteration_records(pieces: pl.DataFrame) -> pl.DataFrame:
         "launch",
         "rank",
         iteration=number.cast(pl.Int64),
+        total=head.str.extract(ITERATION_HEAD, 2).cast(pl.Int64, strict=False),
         rest=rest,
         timestamp=stamp,
         key=record_key(pl.col("launch"), number, rest, stamp),

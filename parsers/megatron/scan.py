@@ -9,10 +9,13 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS
+from loganalyzer.parsers.megatron.command import COMMAND_MARKS, command_facts
+from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS, changes_only
 from loganalyzer.parsers.megatron.markers import CANDIDATES
 from loganalyzer.parsers.megatron.metrics import (
+    EFFECTIVE_TFLOPS_MARK,
     checkpoint_saves,
+    effective_tflops,
     memory_lines,
     timers,
     validation_lines,
@@ -39,6 +42,14 @@ RECORD_START = (
 # An argument's name and the dots before its value; the value is the rest of the line, sliced
 # off rather than captured (capturing a long value costs a second per megabyte).
 ARG_LINE = r"^  ([A-Za-z_]\w*) (?:\.+ |\s+)"
+
+# An argument line outside a dump (its header and footer cut, or the lines pasted alone):
+# `_print_args`' `'  {} {} {}'.format(arg, dots, value)`, at most two spaces before the name
+# (copies lose them) and at least two dots; DeepSpeed's op report (`    cpu_adam ......
+# [NO] ....... [OKAY]`, four spaces) and timer blocks (`name ....: (min, max)`) are not.
+LOOSE_ARG_LINE = r"^ {0,2}([a-z_][a-z0-9_]*) \.{2,} "
+LOOSE_ARG_MARK = ".. "
+NOT_AN_ARG_VALUE = r"\.{3}"
 
 
 @dataclass(frozen=True)
@@ -102,26 +113,30 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
     if taken.lines.len():
         candidates = candidates.filter(~pl.col("line").is_in(taken.lines.implode()))
     frame = unlabelled(candidates)
-    args = (
-        frame.filter(pl.col("in_args"))
-        .with_columns(head=pl.col("text").str.extract(f"({ARG_LINE})"))
-        .select(
-            "line",
-            "launch",
-            key=pl.col("head").str.extract(ARG_LINE),
-            value=pl.col("text").str.slice(pl.col("head").str.len_chars()).str.strip_chars(),
-        )
-        .drop_nulls("key")
+    # A report line inside a dump is no argument: the dump's footer was cut off.
+    frame = frame.with_columns(
+        in_args=pl.col("in_args") & ~pl.col("text").str.contains("|", literal=True)
     )
     other = frame.filter(~pl.col("in_args"))
-    # Relaunches print the same arguments again: one row per distinct value is all the
-    # config needs.
+    args = pl.concat(
+        [
+            arguments(frame.filter(pl.col("in_args")), ARG_LINE),
+            arguments(
+                having(other, LOOSE_ARG_MARK),
+                LOOSE_ARG_LINE,
+                NOT_AN_ARG_VALUE,
+            ),
+        ]
+    )
+    # Relaunches print the same arguments again, and each rank its start-up lines: only a
+    # change of a value is kept (`changes_only`).
     startup = having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
     # Most chunks have no start-up line: skip the dozen small selections that would find none.
     found = [args, startup_facts(startup)] if startup.height else [args]
-    facts = (
-        pl.concat(found).sort("line").unique(["key", "value"], keep="first", maintain_order=True)
-    )
+    commands = having(other, *COMMAND_MARKS)
+    if commands.height:
+        found.append(command_facts(commands))
+    facts = changes_only(pl.concat(found, how="diagonal_relaxed"))
     pieces = split_glued(other, RECORD_START)
     general = iteration_records(having(pieces, "iteration"))
     fields = read_fields(general)
@@ -142,6 +157,7 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
             memory_lines(having(pieces, "memory (MB)")),
             checkpoint_saves(having(pieces, "saving checkpoint")),
             validation_lines(having(pieces, "validation")),
+            effective_tflops(having(pieces, EFFECTIVE_TFLOPS_MARK)),
         ],
         how="diagonal_relaxed",
     )
@@ -163,6 +179,22 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
         facts=facts,
         keys=fields.keys | taken.keys,
     )
+
+
+def arguments(frame: pl.DataFrame, pattern: str, refused: str | None = None) -> pl.DataFrame:
+    """(line, launch, key, value) of the lines `pattern` (an argument's name in its group,
+    then the dots) matches, but for those whose value the pattern `refused` finds in."""
+    found = (
+        frame.with_columns(head=pl.col("text").str.extract(f"({pattern})"))
+        .select(
+            "line",
+            "launch",
+            key=pl.col("head").str.extract(pattern),
+            value=pl.col("text").str.slice(pl.col("head").str.len_chars()).str.strip_chars(),
+        )
+        .drop_nulls("key")
+    )
+    return found if refused is None else found.filter(~pl.col("value").str.contains(refused))
 
 
 def having(frame: pl.DataFrame, *markers: str) -> pl.DataFrame:

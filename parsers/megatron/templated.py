@@ -84,16 +84,18 @@ def take_reports(frame: pl.DataFrame) -> Taken:
         .rename({"field_0": "head", "field_1": "rest"})
     )
     records, extras, keys = _iteration_lines(
-        split.filter(head.str.contains(ITERATION_HEAD)).with_columns(
+        split.filter(head.str.contains(ITERATION_HEAD))
+        .with_columns(
             launcher_label(head),
             # The head is known whole: simpler patterns than its own find the same text.
-            number=head.str.split("iteration")
-            .list.last()
-            .str.splitn("/", 2)
-            .struct.field("field_0")
-            .str.strip_chars(),
+            counter=head.str.split("iteration").list.last().str.splitn("/", 2),
             stamp=head.str.extract(r"\[([^\]]*)\]\s*iteration"),
         )
+        .with_columns(
+            number=pl.col("counter").struct.field("field_0").str.strip_chars(),
+            total=pl.col("counter").struct.field("field_1").str.strip_chars(),
+        )
+        .drop("counter")
     )
     # Memory and timer lines are read by `key_value_rows`, which takes any field it can:
     # only lines with nothing else in them come here. Their heads' literal marks pick them
@@ -207,6 +209,7 @@ def _records(matched: pl.DataFrame) -> pl.DataFrame:
         "launch",
         "rank",
         iteration=pl.col("number").cast(pl.Int64),
+        total=pl.col("total").cast(pl.Int64, strict=False),
         timestamp=stamp,
         key=record_key(pl.col("launch"), pl.col("number"), pl.col("rest"), stamp),
     )
