@@ -186,9 +186,9 @@ def _handed_on(
             try:
                 outcome = _parsed(path, name, registry, progress, failed_along)
             except NothingReadError as exc:
-                if task.forced_format is not None:
-                    raise
-                passed.append(f"{name}: {exc}")
+                if task.forced_format is not None or sum(map(len, order)) == 1:
+                    raise  # the one parser's own words: nothing was handed on
+                passed.append(f"{name}: {_without_path(str(exc), path)}")
                 continue
             assert outcome.run is not None
             if outcome.run.table.height or task.forced_format is not None:
@@ -215,6 +215,11 @@ def _handed_on(
     raise NothingReadError(
         f"{path}: no parser that claims it found anything to read ({'; '.join(passed)})"
     )
+
+
+def _without_path(message: str, path: Path) -> str:
+    """A parser's message without the path it starts with, which the combined one names."""
+    return message.removeprefix(f"{path}: ")
 
 
 def _tie(registry: Registry, path: Path, read: dict[str, FileOutcome]) -> UnrecognisedSourceError:

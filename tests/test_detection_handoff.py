@@ -407,3 +407,22 @@ def test_a_relaunch_after_an_epoch_starts_its_count_afresh(tmp_path: Path) -> No
     run = load_run(path)
     assert run.table["iteration"].to_list() == [10, 20, 30, 40, 10, 20]
     assert run.table["segment"].to_list() == [0, 0, 0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("parser_name", "text"),
+    [
+        # a head that names Trainer markers but a body of neither dicts, bars nor the block
+        ("hf_trainer", "loading configuration file config.json\nhello\n"),
+        ("megatron", "a line of no format\nnothing else\n"),
+    ],
+)
+def test_built_in_parsers_finding_nothing_say_so(
+    parser_name: str, text: str, tmp_path: Path
+) -> None:
+    """The built-in parsers raise NothingReadError (not a bare InputError) when a file holds
+    nothing of theirs, so that a file they claimed by its head goes on to the next claimant."""
+    path = tmp_path / "train.log"
+    path.write_text(text)
+    with pytest.raises(NothingReadError, match=r"train\.log"):
+        load_registry().get(parser_name).parse(path)

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.errors import InputError
+from loganalyzer.errors import NothingReadError
 from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
 from loganalyzer.parsers.hf_trainer import numbering, output_dir, stdout
@@ -177,7 +177,9 @@ def _from_stdout(path: Path) -> Run:
         )
         times, used = pl.Series("step_time_s", [final["train_runtime"] / steps]), "average"
     if not found["dicts"].height and not found["bars"].height and not config:
-        raise InputError(f"{path}: no Trainer log dicts, progress bars or training block found")
+        raise NothingReadError(
+            f"{path}: no Trainer log dicts, progress bars or training block found"
+        )
     flos = long.filter(pl.col("key") == "total_flos")
     if flos.height and steps:
         where = Provenance("log", source, flos["line"][0])

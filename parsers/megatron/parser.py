@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from loganalyzer.errors import InputError
+from loganalyzer.errors import NothingReadError
 from loganalyzer.model import (
     Run,
     SourceInfo,
@@ -90,7 +90,7 @@ class MegatronParser:
             )
         facts = changes_only(pl.concat([c.facts for c in chunks], how="diagonal_relaxed"))
         if not any(r.frame.height for r in records) and facts.height == 0:
-            raise InputError(f"{path}: no Megatron iteration lines or arguments found")
+            raise NothingReadError(f"{path}: no Megatron iteration lines or arguments found")
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
         table, totals = iteration_table(records, config, str(path))
