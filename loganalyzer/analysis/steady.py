@@ -163,9 +163,22 @@ def find_drift(steady: pl.DataFrame) -> Drift | None:
     if steady.height < MIN_DRIFT_RECORDS:
         return None
     tenth, method = steady.height // 10, pace_method(steady)
-    first, first_span = _median_and_span(steady.head(tenth), method)
-    last, last_span = _median_and_span(steady.tail(tenth), method)
-    return Drift(steady.height, first, first_span, last, last_span, last / first - 1, method)
+    head, tail = steady.head(tenth), steady.tail(tenth)
+    first, first_span = _median_and_span(head, method)
+    last, last_span = _median_and_span(tail, method)
+    if first <= 0:  # a coarse clock that did not tick over the first tenth
+        return None
+    change = last / first - 1
+    if method == "cumulative_clock" and abs(last - first) <= _unresolved(head) + _unresolved(tail):
+        change = 0.0  # within what the clock resolves over the tenths: no evidence of drift
+    return Drift(steady.height, first, first_span, last, last_span, change, method)
+
+
+def _unresolved(records: pl.DataFrame) -> float:
+    """The uncertainty of records' cumulative pace: the clock's resolution over their
+    iterations (the differences of its readings telescope)."""
+    count = int(records["interval"].sum())
+    return float(records[RESOLUTION].max() or 0.0) / count if count else 0.0  # type: ignore[arg-type]
 
 
 def _median_and_span(records: pl.DataFrame, method: PaceMethod) -> tuple[float, tuple[int, int]]:

@@ -1,0 +1,152 @@
+"""Clocks with a resolution: step times read as differences of a coarse clock (tqdm's elapsed
+time in whole seconds) show no slow step on a clean run, and their steady pace is the
+cumulative clock's, through the summary the CLI prints."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loganalyzer.analysis import analyse
+from loganalyzer.analysis.clocks import source_clocks
+from loganalyzer.load import Loaded
+from loganalyzer.model import Run, SourceInfo, empty_metrics
+from loganalyzer.summary import build_summary
+from tests.analysis_factories import make_table
+
+SOURCE = "train.log"
+
+
+def clock_readings(true_steps: Sequence[float], interval: int, resolution: float) -> list[float]:
+    """Step times as a parser derives them from a clock that truncates to `resolution`
+    (tqdm's `format_interval(int(elapsed))`): each record's elapsed reading minus the one
+    before, over its interval; the clock starts at zero with training."""
+    readings, elapsed, previous = [], 0.0, 0
+    for k in range(0, len(true_steps), interval):
+        elapsed += math.fsum(true_steps[k : k + interval])
+        ticks = math.floor(elapsed / resolution)
+        readings.append((ticks - previous) * resolution / interval)
+        previous = ticks
+    return readings
+
+
+def coarse_run(
+    true_steps: Sequence[float], interval: int, resolution: float, *, stated: bool = True
+) -> Run:
+    """A run as a parser hands it over: one source whose records' step times were read from
+    a clock of `resolution` seconds, which the source states (`stated`) or leaves unsaid."""
+    readings = clock_readings(true_steps, interval, resolution)
+    table = make_table(readings, interval=interval).with_columns(source=pl.lit(SOURCE))
+    source = SourceInfo(SOURCE, "hf_trainer", table.height, resolution if stated else None)
+    return Run(
+        framework="hf_trainer", config={}, table=table, metrics=empty_metrics(), sources=[source]
+    )
+
+
+def summary(run: Run) -> dict[str, Any]:
+    return build_summary(Loaded(run), {"shape": {}, "run": {}})
+
+
+def slow_records(doc: dict[str, Any]) -> dict[str, int]:
+    """What the summary calls slow: slow steps (spikes, stalls, periodic, sustained), stalls
+    between timestamps and warm-up records."""
+    return {
+        "slow_steps": len(doc["slow_steps"]),
+        "periodic": len(doc["periodic"]),
+        "stalls": len(doc["stalls"]),
+        "warmup": sum(w["records"] for w in doc["warmup"]),
+    }
+
+
+CLEAN = dict.fromkeys(("slow_steps", "periodic", "stalls", "warmup"), 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    resolution=st.sampled_from([1.0, 0.001]),
+    interval=st.integers(1, 100),
+    records=st.integers(20, 150),
+    pace_ticks=st.floats(0.05, 30.0),
+    jitter=st.floats(0.0, 0.03),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_clean_run_on_a_coarse_clock_shows_no_slow_step_and_its_true_pace(
+    resolution: float, interval: int, records: int, pace_ticks: float, jitter: float, seed: int
+) -> None:
+    """For random step times (a pace of 0.05 to 30 ticks, each step within ±3 % of it) read
+    from a clock of 1 s or 1 ms over logging intervals of 1 to 100 steps: nothing is slow
+    and the steady pace is within resolution / (10 * interval) of the true one."""
+    rng = random.Random(seed)
+    pace = pace_ticks * resolution
+    steps = [pace * (1 + rng.uniform(-jitter, jitter)) for _ in range(records * interval)]
+    doc = summary(coarse_run(steps, interval, resolution))
+    assert slow_records(doc) == CLEAN
+    truth = math.fsum(steps) / len(steps)
+    assert doc["step_time_s"]["median"] == pytest.approx(truth, abs=resolution / (10 * interval))
+    assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
+    assert doc["step_time_s"]["steady_records"] == records
+    assert doc["clocks"] == [{"source": SOURCE, "resolution_s": resolution, "inferred": False}]
+
+
+def test_the_issues_run_infers_a_whole_second_clock_when_none_is_stated() -> None:
+    """The issue's case: 1,500 steps at 0.84 s, a record every 10, elapsed in whole seconds
+    (0.8 or 0.9 s a step). The median was 0.800 s and 60 records were slow (all periodic);
+    the data shows its clock: every total a whole second, neighbours alternating."""
+    run = coarse_run([0.84] * 1500, 10, 1.0, stated=False)
+    doc = summary(run)
+    assert slow_records(doc) == CLEAN
+    assert doc["step_time_s"]["median"] == pytest.approx(0.84, abs=0.01)
+    assert doc["clocks"] == [{"source": SOURCE, "resolution_s": 1.0, "inferred": True}]
+    (note,) = [w for w in doc["warnings"] if "resolution" in w]
+    assert note.startswith(f"assumption: {SOURCE} times its records with a clock of 1 s")
+
+
+def test_a_real_stall_on_a_coarse_clock_is_still_found() -> None:
+    """The interval rule holds for a stall the clock resolves: 30 s lost in one of 150
+    records of 10 steps is a stall, and the pace is that of the other records."""
+    steps = [0.84] * 1500
+    steps[705] += 30.0
+    doc = summary(coarse_run(steps, 10, 1.0))
+    (step,) = doc["slow_steps"]
+    assert (step["iteration"], step["kind"]) == (710, "stall")
+    assert step["lost_s"] == pytest.approx(30.0, abs=2.0)
+    assert doc["step_time_s"]["median"] == pytest.approx(0.84, abs=0.1 / 149)
+
+
+def test_a_slowdown_within_one_tick_is_not_evidence_but_one_beyond_it_is() -> None:
+    """At interval 1 on a 1 s clock a 0.3 s step reads 0 or 1 s: the readings of 1 s are not
+    slow (the zeros are readings too, counted in the pace); a 4 s step is."""
+    steps = [0.3] * 300
+    steps[150] = 4.0
+    doc = summary(coarse_run(steps, 1, 1.0))
+    assert [(s["iteration"], s["kind"]) for s in doc["slow_steps"]] == [(151, "spike")]
+    assert doc["step_time_s"]["median"] == pytest.approx(0.3, abs=0.1)
+    assert not [w for w in doc["warnings"] if "no usable step time" in w]
+
+
+@pytest.mark.parametrize(
+    ("steps", "interval"),
+    [
+        ([1.0] * 199 + [2.0], 1),  # one slow record of a run timed in whole seconds
+        ([1.0] * 100 + [2.0] * 100, 1),  # a slowdown, as a block
+        ([1.25] * 200, 1),  # a fine clock that never ticks between two values
+        ([0.8, 0.9] * 4, 10),  # too few records to tell
+    ],
+)
+def test_no_clock_is_inferred_without_its_evidence(steps: list[float], interval: int) -> None:
+    assert source_clocks(make_table(steps, interval=interval), {}) == ()
+
+
+def test_a_fine_clock_is_analysed_as_before() -> None:
+    """No coarse clock: the pace is the median of the records, as it always was."""
+    result = analyse(make_table([1.0, 1.1, 1.2, 0.9, 5.0] * 10), empty_metrics())
+    assert result.clocks == ()
+    assert result.step_time_s.pace_method == "median"
+    assert result.step_time_s.median == 1.05
