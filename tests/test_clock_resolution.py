@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -16,34 +17,46 @@ from hypothesis import strategies as st
 
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.clocks import source_clocks
+from loganalyzer.analysis.events import SAVE_EVENT
 from loganalyzer.load import Loaded
 from loganalyzer.model import Run, SourceInfo, empty_metrics
 from loganalyzer.summary import build_summary
-from tests.analysis_factories import make_table
+from tests.analysis_factories import START, make_metrics, make_table
 
 SOURCE = "train.log"
 
 
-def clock_readings(true_steps: Sequence[float], interval: int, resolution: float) -> list[float]:
+def clock_readings(
+    true_steps: Sequence[float], interval: int, resolution: float
+) -> tuple[list[float], list[float]]:
     """Step times as a parser derives them from a clock that truncates to `resolution`
     (tqdm's `format_interval(int(elapsed))`): each record's elapsed reading minus the one
-    before, over its interval; the clock starts at zero with training."""
-    readings, elapsed, previous = [], 0.0, 0
+    before, over its interval; the clock starts at zero with training. And the readings."""
+    readings, clock, elapsed, previous = [], [], 0.0, 0
     for k in range(0, len(true_steps), interval):
         elapsed += math.fsum(true_steps[k : k + interval])
         ticks = math.floor(elapsed / resolution)
         readings.append((ticks - previous) * resolution / interval)
+        clock.append(ticks * resolution)
         previous = ticks
-    return readings
+    return readings, clock
 
 
 def coarse_run(
-    true_steps: Sequence[float], interval: int, resolution: float, *, stated: bool = True
+    true_steps: Sequence[float],
+    interval: int,
+    resolution: float,
+    *,
+    stated: bool = True,
+    stamped: bool = False,
 ) -> Run:
     """A run as a parser hands it over: one source whose records' step times were read from
-    a clock of `resolution` seconds, which the source states (`stated`) or leaves unsaid."""
-    readings = clock_readings(true_steps, interval, resolution)
-    table = make_table(readings, interval=interval).with_columns(source=pl.lit(SOURCE))
+    a clock of `resolution` seconds, which the source states (`stated`) or leaves unsaid;
+    with `stamped`, each record carries that clock's reading as its timestamp."""
+    readings, clock = clock_readings(true_steps, interval, resolution)
+    stamps = [START + timedelta(seconds=s) for s in clock] if stamped else None
+    table = make_table(readings, interval=interval, timestamps=stamps)
+    table = table.with_columns(source=pl.lit(SOURCE))
     source = SourceInfo(SOURCE, "hf_trainer", table.height, resolution if stated else None)
     return Run(
         framework="hf_trainer", config={}, table=table, metrics=empty_metrics(), sources=[source]
@@ -125,10 +138,15 @@ def test_a_slowdown_within_one_tick_is_not_evidence_but_one_beyond_it_is() -> No
     slow (the zeros are readings too, counted in the pace); a 4 s step is."""
     steps = [0.3] * 300
     steps[150] = 4.0
-    doc = summary(coarse_run(steps, 1, 1.0))
+    doc = summary(coarse_run(steps, 1, 1.0, stamped=True))
     assert [(s["iteration"], s["kind"]) for s in doc["slow_steps"]] == [(151, "spike")]
     assert doc["step_time_s"]["median"] == pytest.approx(0.3, abs=0.1)
     assert not [w for w in doc["warnings"] if "no usable step time" in w]
+    # the budget counts the zero readings' iterations as run, not as missing from the log
+    lines = {line["name"]: line["seconds"] for line in doc["goodput"]["lines"]}
+    assert lines["iterations not in the log"] == 0
+    assert lines["untimed gaps"] == 0
+    assert doc["goodput"]["wall_s"] == math.floor(sum(steps))
 
 
 @pytest.mark.parametrize(
@@ -150,3 +168,19 @@ def test_a_fine_clock_is_analysed_as_before() -> None:
     assert result.clocks == ()
     assert result.step_time_s.pace_method == "median"
     assert result.step_time_s.median == 1.05
+
+
+def test_a_save_is_not_charged_for_a_tick_of_a_coarse_clock() -> None:
+    """A record after a printed save that reads one tick high (0.9 s against the pace of
+    0.84 s) is within the clock's resolution: no time goes to the save."""
+    run = coarse_run([0.84] * 1500, 10, 1.0)
+    readings = run.table["step_time_s"].to_list()
+    # saves just before records that read high (record k covers iterations 10k+1..10k+10)
+    saves = [10 * k for k in range(50, 150) if readings[k] == 0.9][:3]
+    run.metrics = make_metrics([(iteration, SAVE_EVENT, 1.0, None) for iteration in saves])
+    doc = summary(run)
+    assert len(saves) == 3
+    assert doc["goodput"]["attributed"] == []
+    assert {line["name"]: line["seconds"] for line in doc["goodput"]["lines"]}[
+        "checkpoint saves"
+    ] == 0
