@@ -4,20 +4,24 @@ cumulative clock's, through the summary the CLI prints."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.clocks import source_clocks
 from loganalyzer.analysis.events import SAVE_EVENT
+from loganalyzer.cli import main
 from loganalyzer.load import Loaded
 from loganalyzer.model import Run, SourceInfo, empty_metrics
 from loganalyzer.summary import build_summary
@@ -184,3 +188,61 @@ def test_a_save_is_not_charged_for_a_tick_of_a_coarse_clock() -> None:
     assert {line["name"]: line["seconds"] for line in doc["goodput"]["lines"]}[
         "checkpoint saves"
     ] == 0
+
+
+def trainer_stdout(true_steps: Sequence[float], logging_steps: int) -> str:
+    """Trainer stdout as transformers 4.x prints it to a terminal, written from the format
+    strings: the `***** Running training *****` banner (trainer.py `_inner_training_loop`),
+    tqdm's default bar `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining},
+    {rate_fmt}]` redrawn after `\\r` each step with its elapsed time as
+    `format_interval(int(t))`, and every `logging_steps` the logs dict (`ProgressCallback.
+    on_log`), then the final metrics."""
+    total = len(true_steps)
+    lines = [
+        "***** Running training *****",
+        "  Num examples = 48,000",
+        "  Num Epochs = 1",
+        "  Instantaneous batch size per device = 32",
+        f"  Total optimization steps = {total:,}",
+    ]
+
+    def clock(seconds: float) -> str:
+        minutes, s = divmod(int(seconds), 60)
+        hours, m = divmod(minutes, 60)
+        return f"{hours:d}:{m:02d}:{s:02d}" if hours else f"{m:02d}:{s:02d}"
+
+    bar, elapsed = [f"  0%|          | 0/{total} [00:00<?, ?it/s]"], 0.0
+    for n, step in enumerate(true_steps, start=1):
+        elapsed += step
+        rate = n / elapsed
+        left = (total - n) / rate
+        times = f"[{clock(elapsed)}<{clock(left)}, {rate:5.2f}it/s]"
+        bar.append(f"{100 * n // total:3d}%|#         | {n}/{total} {times}")
+        if n % logging_steps == 0:
+            loss = 2.0 - n / total
+            logs = f"{{'loss': {loss:.4f}, 'learning_rate': 5e-05, 'epoch': {n / total:.2f}}}"
+            lines.append("\r".join(bar) + f"\r{'':50s}\r{logs}")
+            bar = [bar[-1]]
+    lines.append(
+        f"{{'train_runtime': {elapsed:.4f}, 'train_samples_per_second': "
+        f"{32 * total / elapsed:.3f}, 'train_steps_per_second': {total / elapsed:.3f}, "
+        "'train_loss': 1.5, 'epoch': 1.0}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def test_summary_of_trainer_stdout_timed_by_tqdm(tmp_path: Path) -> None:
+    """End to end: the issue's run as the Trainer prints it. The step times are read from
+    tqdm's whole-second elapsed time; the summary shows no slow step and the pace of 0.84 s
+    (it showed 0.800 s and 60 periodic slow steps)."""
+    log = tmp_path / "train.log"
+    log.write_text(trainer_stdout([0.84] * 1500, 10))
+    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(log)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["sources"][0]["format"] == "hf_trainer"
+    assert doc["iterations"]["logged"] == 150
+    assert slow_records(doc) == CLEAN
+    assert doc["step_time_s"]["median"] == pytest.approx(0.84, abs=1 / 1500 + 1e-9)
+    assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
+    assert [(c["source"], c["resolution_s"]) for c in doc["clocks"]] == [(str(log), 1.0)]
