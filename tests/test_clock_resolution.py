@@ -110,6 +110,7 @@ def test_a_clean_run_on_a_coarse_clock_shows_no_slow_step_and_its_true_pace(
     assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
     assert doc["step_time_s"]["steady_records"] == records
     assert doc["clocks"] == [{"source": SOURCE, "resolution_s": resolution, "inferred": False}]
+    assert "STEP_TIME_DRIFT" not in {v["code"] for v in doc["verdicts"]}
 
 
 def test_the_issues_run_infers_a_whole_second_clock_when_none_is_stated() -> None:
@@ -246,3 +247,24 @@ def test_summary_of_trainer_stdout_timed_by_tqdm(tmp_path: Path) -> None:
     assert doc["step_time_s"]["median"] == pytest.approx(0.84, abs=1 / 1500 + 1e-9)
     assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
     assert [(c["source"], c["resolution_s"]) for c in doc["clocks"]] == [(str(log), 1.0)]
+
+
+def test_the_terminal_says_how_the_pace_was_taken(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(trainer_stdout([0.84] * 1500, 10))
+    result = CliRunner().invoke(main, ["summary", "-q", str(log)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "step time   steady pace (total time over iterations: a coarse clock) 0.8393 s over "
+        "150 records"
+    ) in result.stdout
+
+
+def test_a_drift_on_a_coarse_clock_is_measured_on_its_cumulative_clock() -> None:
+    """A run that slows from 0.84 to 1.1 s a step in its last tenth drifts by 31 % (the
+    medians of its readings, 0.8 and 1.1 s, would say 37.5 %)."""
+    steps = [0.84] * 1350 + [1.1] * 150
+    result = analyse(coarse_run(steps, 10, 1.0).table, empty_metrics(), clocks={SOURCE: 1.0})
+    assert result.drift is not None
+    assert result.drift.pace_method == "cumulative_clock"
+    assert result.drift.relative_change == pytest.approx(1.1 / 0.84 - 1, abs=0.01)

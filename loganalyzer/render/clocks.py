@@ -21,8 +21,14 @@ def clock_notes(clocks: Sequence[SourceClock]) -> list[str]:
     ]
 
 
-def pace_label(method: str | None) -> str:
-    """What the steady step time is: a median of records, or a cumulative clock's pace."""
+def pace_note(method: object) -> str | None:
+    """How a steady pace not taken as a median of records was taken (None for a median)."""
     if method == "cumulative_clock":
-        return "steady pace (total time over iterations: a coarse clock)"
-    return "steady median"
+        return "total time over iterations: a coarse clock"
+    return None
+
+
+def pace_label(method: object) -> str:
+    """What the steady step time is: a median of records, or a cumulative clock's pace."""
+    note = pace_note(method)
+    return "steady median" if note is None else f"steady pace ({note})"
