@@ -76,14 +76,15 @@ def source_clocks(table: pl.DataFrame, declared: Mapping[str, float]) -> tuple[S
         total.abs(), pl.lit(1.0)
     )
     timed = pl.col("step_time_s").is_finite() & (pl.col("step_time_s") > 0)
-    candidates = (
-        table.lazy()
-        .filter(timed & whole)
-        .group_by("source")
-        .len()
-        .filter(pl.col("len") >= MIN_INFER_RECORDS, ~pl.col("source").is_in(list(declared)))
-        .collect()["source"]
-        .drop_nulls()
+    counted = table.lazy().filter(timed & whole).group_by("source").len().collect()
+    candidates = pl.Series(
+        "source",
+        [
+            source
+            for source, records in counted.iter_rows()
+            if source is not None and source not in declared and records >= MIN_INFER_RECORDS
+        ],
+        dtype=pl.String,
     )
     if candidates.is_empty():
         return tuple(sorted(stated, key=lambda clock: clock.source))
