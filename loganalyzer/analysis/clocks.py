@@ -75,7 +75,8 @@ def source_clocks(table: pl.DataFrame, declared: Mapping[str, float]) -> tuple[S
     whole = (total - total.round()).abs() <= WHOLE_TOLERANCE * pl.max_horizontal(
         total.abs(), pl.lit(1.0)
     )
-    timed = pl.col("step_time_s").is_finite() & (pl.col("step_time_s") > 0)
+    # zero is a reading too on such a clock (no tick over the interval)
+    timed = pl.col("step_time_s").is_finite() & (pl.col("step_time_s") >= 0)
     counted = table.lazy().filter(timed & whole).group_by("source").len().collect()
     candidates = pl.Series(
         "source",
