@@ -268,3 +268,23 @@ def test_a_drift_on_a_coarse_clock_is_measured_on_its_cumulative_clock() -> None
     assert result.drift is not None
     assert result.drift.pace_method == "cumulative_clock"
     assert result.drift.relative_change == pytest.approx(1.1 / 0.84 - 1, abs=0.01)
+
+
+def test_a_real_trainer_log_timed_by_tqdm_per_step(shared_logs: Path) -> None:
+    """excerpts/hf_trainer_5.txt (transformers 4.57.6, a bar update a step, elapsed in whole
+    seconds: `25%|██▌       | 10/40 [00:12<00:45,  1.51s/it] 28%|██▊       | 11/40
+    [00:15<00:53,  1.85s/it] 30%|███       | 12/40 [00:18<00:58,  2.08s/it]`), 40 steps in
+    34 s. Read as a median of readings it ran at 1.0 s a step over 17 records, the 18 steps
+    that read 0 s untimed; on its whole-second clock, at 24 s / 36 steps, with the steps
+    that took 3 s (11, 12: the bar's rate falls to 2.08 s/it) and 4 s (21, after the
+    evaluation at 20) slow."""
+    result = CliRunner().invoke(
+        main, ["summary", "-q", "--json", str(shared_logs / "excerpts" / "hf_trainer_5.txt")]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [c["resolution_s"] for c in doc["clocks"]] == [1.0]
+    assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
+    assert doc["step_time_s"]["median"] == pytest.approx(24 / 36, abs=1 / 36)
+    assert {s["iteration"] for s in doc["slow_steps"]} == {11, 12, 21}
+    assert not [w for w in doc["warnings"] if "no usable step time" in w]

@@ -3,14 +3,15 @@
 A source's step times may be differences of a clock that ticks coarsely: tqdm's elapsed
 time prints whole seconds, some logs time-stamp to the second. A record covering `interval`
 iterations read from a clock of resolution r then has an uncertainty of r on its total and
-r / interval on its step time, and so does a baseline taken as the median of such readings
-(it is one of them, or between two). Over a 10-step interval a true 0.84 s step reads 0.8
-or 0.9 s: the median of those is 5 % off, and every 0.9 is 12 % above a 0.8 baseline.
-So, in one rule:
+r / interval on its step time. Over a 10-step interval a true 0.84 s step reads 0.8 or
+0.9 s: the median of those is 5 % off, and every 0.9 is 12 % above a 0.8 baseline. At a
+steady pace the readings are the two ticks either side of it, and a baseline taken as
+their median is one of them or between the two: a reading is never more than r / interval
+above it. So, in one rule:
 
 - an excess over the baseline counts only beyond what the clock cannot resolve,
-  `2 * r / interval` (the reading's uncertainty and the baseline's): below that it is not
-  evidence of a slow step, a stall, a periodic slowdown or warm-up (`resolved`);
+  `r / interval`: up to that it is not evidence of a slow step, a stall, a periodic
+  slowdown or warm-up (`resolved`);
 - the steady pace of such records is taken from the cumulative clock they were read from,
   total time over total iterations, whose error is r over all the iterations summed (the
   differences telescope), not from the median of quantised differences (`pace_of`).
@@ -131,9 +132,9 @@ def coarse(frame: pl.DataFrame) -> bool:
 
 
 def unresolved() -> pl.Expr:
-    """The step-time excess a record's clock cannot resolve against a baseline read from the
-    same clock: the record's uncertainty and the baseline's, r / interval each."""
-    return 2.0 * pl.col(RESOLUTION) / pl.col("interval")
+    """The step-time excess a record's clock cannot resolve: r / interval (a baseline read
+    from the same clock at a steady pace lies within the two ticks the readings take)."""
+    return pl.col(RESOLUTION) / pl.col("interval")
 
 
 def resolved(excess_s: pl.Expr) -> pl.Expr:

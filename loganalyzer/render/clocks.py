@@ -14,8 +14,8 @@ def clock_notes(clocks: Sequence[SourceClock]) -> list[str]:
         f"assumption: {clock.source} times its records with a clock of "
         f"{number(clock.resolution_s, '.3g', ' s')} resolution (every record's time over its "
         "interval is a whole number of seconds, consecutive records often one apart): no "
-        "record is counted slow by an excess the clock cannot resolve (twice its resolution "
-        "over the record's interval), and the steady pace is the total time over the iterations"
+        "record is counted slow by an excess the clock cannot resolve (its resolution over the "
+        "record's interval), and the steady pace is the total time over the iterations"
         for clock in clocks
         if clock.inferred
     ]
