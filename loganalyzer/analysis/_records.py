@@ -33,7 +33,8 @@ def timed_records(
 
     With `resolution` (each record's clock resolution, `clocks.resolution_of`), that column
     too, and a step time of zero read from a coarse clock is a reading (less than one tick
-    over the interval), not a broken timer: its interval counts toward the pace."""
+    over the interval), not a broken timer: its interval counts toward the pace. The column
+    takes 8 bytes a record, and only where some source's clock is coarse."""
     wanted = {*columns, "step"}
     chosen = [c for c in _TIMED_COLUMNS if not columns or c.meta.output_name() in wanted]
     extra = ["row"] if positions else []
