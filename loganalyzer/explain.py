@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.analysis import Analysis, timed_records
+from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.causes import Causes, attribute
 from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, budget
@@ -144,8 +144,7 @@ def _inputs(
     goodput_mfu = None
     flops = efficiency.flops
     if flops is not None and facts.num_gpus and peak and goodput.wall_s > 0:
-        iterations = int(timed_records(run.table, ["interval"])["interval"].sum())
-        unique = iterations - sum(r.lost_iterations for r in analysis.restarts)
+        unique = analysis.iterations - sum(r.lost_iterations for r in analysis.restarts)
         achieved = tflops_per_gpu(flops.per_iteration * unique, goodput.wall_s, facts.num_gpus)
         goodput_mfu = utilisation(achieved, peak)
     median = analysis.step_time_s.median

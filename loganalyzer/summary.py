@@ -28,6 +28,7 @@ from loganalyzer.flops.efficiency import (
 from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
+from loganalyzer.render.clocks import clock_notes
 from loganalyzer.render.numbers import plural
 from loganalyzer.secrets import mask_secrets
 
@@ -54,7 +55,9 @@ def build_summary(
         warmup=warmup,
         slow_factor=slow_factor,
         configured_periods=schedule.periods(),
+        clocks={s.path: s.clock_resolution_s for s in run.sources if s.clock_resolution_s},
     )
+    warnings.extend(clock_notes(analysis.clocks))
     if untimed := analysis.records - analysis.timed_records:
         warnings.append(
             f"{untimed} of {analysis.records} records have no usable step time (missing, nan, "
@@ -106,6 +109,7 @@ def build_summary(
         "sources": [
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
+        "clocks": [dataclasses.asdict(clock) for clock in analysis.clocks],
         "ignored": [dataclasses.asdict(skipped) for skipped in loaded.ignored],
         "read_along": [dataclasses.asdict(part) for part in loaded.read_along],
         "confidence": "low" if confidence else "normal",
@@ -124,6 +128,7 @@ def build_summary(
             "min": analysis.step_time_s.min,
             "max": analysis.step_time_s.max,
             "steady_records": analysis.step_time_s.steady_records,
+            "pace_method": analysis.step_time_s.pace_method,
         },
         "throughput": {
             "tokens_per_s": tokens / median if tokens and median else None,

@@ -51,6 +51,7 @@ NOT_FORMATS = {
     "loglines",
     "compare",
     "fleet_html",
+    "clocks",
     "fleet_text",
     "why",
     "escape",

@@ -9,13 +9,23 @@ results are frozen dataclasses, ready for the JSON and HTML renderers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from loganalyzer.analysis._records import contiguous, rejoined, timed_records
 from loganalyzer.analysis.accounting import TimeAccounting, account
+from loganalyzer.analysis.clocks import (
+    RESOLUTION,
+    PaceMethod,
+    SourceClock,
+    coarse,
+    pace_method,
+    pace_of,
+    resolution_of,
+    source_clocks,
+)
 from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
@@ -24,13 +34,15 @@ from loganalyzer.analysis.steady import Drift, Warmup, find_drift, summarise_war
 from loganalyzer.analysis.stragglers import RankSpread, find_stragglers
 from loganalyzer.model import Metrics
 
-__all__ = ["Analysis", "StepTimeStats", "analyse", "timed_records"]
+__all__ = ["Analysis", "SourceClock", "StepTimeStats", "analyse", "timed_records"]
 
 
 @dataclass(frozen=True)
 class StepTimeStats:
-    """`median` is the steady pace (warm-up and slow records excluded, over `steady_records`);
-    `mean`, `p90` (linear interpolation), `min` and `max` are over all timed records."""
+    """`median` is the steady pace (warm-up and slow records excluded, over `steady_records`),
+    taken as `pace_method` says: their median step time, or, where some were read from a
+    coarse clock, their total time over their iterations (`clocks.pace_of`); `mean`, `p90`
+    (linear interpolation), `min` and `max` are over all timed records."""
 
     median: float | None
     steady_records: int
@@ -38,6 +50,7 @@ class StepTimeStats:
     p90: float | None
     min: float | None
     max: float | None
+    pace_method: PaceMethod = "median"
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,8 @@ class Analysis:
     taken beside it (the framework's own TFLOPS) is taken over the same records (by
     position: a join on (segment, iteration) held about 90 MB over 2 M records); `long` is
     the run's long table with what was read from it, for the steps after the analysis
-    (causes, budget, waterfall) to read it no second time."""
+    (causes, budget, waterfall) to read it no second time. `clocks` are the coarse clocks
+    the step times were read from (stated by a source, or inferred from its records)."""
 
     records: int
     timed_records: int
@@ -65,6 +79,7 @@ class Analysis:
     time: TimeAccounting
     steady_rows: pl.Series = field(compare=False)
     long: LongTable = field(compare=False, repr=False)
+    clocks: tuple[SourceClock, ...] = ()
 
 
 def analyse(
@@ -74,10 +89,13 @@ def analyse(
     warmup: int | None = None,
     slow_factor: float = 1.5,
     configured_periods: Sequence[int] = (),
+    clocks: Mapping[str, float] | None = None,
 ) -> Analysis:
     """Analyse one run. `warmup` (iterations from each segment's start) replaces the automatic
     warm-up detection; `slow_factor` is the step-time ratio to the baseline that makes a step
-    slow; `configured_periods` are the save and evaluation intervals the run's config states."""
+    slow; `configured_periods` are the save and evaluation intervals the run's config states;
+    `clocks` the resolution (seconds) of the coarse clocks sources state, by the path the
+    records' `source` names (`SourceInfo.clock_resolution_s`); others may be inferred."""
     # the long table's passes first, before the per-iteration columns are copied: their
     # working memory then never adds to theirs
     long = LongTable(metrics, table)
@@ -86,7 +104,11 @@ def analyse(
     known = stated_periods(configured_periods, list(long.events.saves))
     # `first` is computed where it is read (`first_iteration`), and the time stamps are taken
     # once the slow steps' working columns are freed: neither is held at the peak.
-    recs = timed_records(table, ["segment", "iteration", "interval", "step"], positions=True)
+    found_clocks = source_clocks(table, clocks or {})
+    resolution = resolution_of(found_clocks)  # None (no column) when every clock is fine
+    recs = timed_records(
+        table, ["segment", "iteration", "interval", "step"], positions=True, resolution=resolution
+    )
     recs = contiguous(recs)  # one copy of the few columns read, each in one piece
     # a Series' sum: an expression's cuts a long column between polars' threads, and its last
     # digits would depend on the machine's cores
@@ -103,10 +125,10 @@ def analyse(
     del work
     # only the columns read (a filter copies every column it is given), read at once: of the
     # steady records only their rows are held through the steps below
-    steady = labelled.select("row", "iteration", "interval", "step").filter(
-        ~labelled["slow"] & labelled["event"].is_null()
-    )
-    median = _float(steady["step"].median())
+    read = ["row", "iteration", "interval", "step", *([RESOLUTION] if coarse(labelled) else [])]
+    steady = labelled.select(read).filter(~labelled["slow"] & labelled["event"].is_null())
+    method = pace_method(steady)
+    median = pace_of(steady, method)
     drift, steady_records = find_drift(steady), steady.height
     steady_rows = steady.get_column("row")
     del steady
@@ -135,6 +157,7 @@ def analyse(
             p90=p90,
             min=fastest,
             max=slowest,
+            pace_method=method,
         ),
         warmup=warm,
         drift=drift,
@@ -145,6 +168,7 @@ def analyse(
         time=account(logged_s, warm, slow, restarts, stalls),
         steady_rows=steady_rows,
         long=long,
+        clocks=found_clocks,
     )
 
 

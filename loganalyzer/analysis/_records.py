@@ -20,18 +20,33 @@ import polars as pl
 
 
 def timed_records(
-    table: pl.DataFrame, columns: Sequence[str] = (), *, positions: bool = False
+    table: pl.DataFrame,
+    columns: Sequence[str] = (),
+    *,
+    positions: bool = False,
+    resolution: pl.Expr | None = None,
 ) -> pl.DataFrame:
     """The table's timed records, in log order, with the columns the analysis reads, or only
     `columns` of them: a filter copies every column it is given (about 44 bytes a record for
     all six). With `positions`, `row` too: each record's row in `table`, to take other
-    columns of the same records later by position rather than by a join on their keys."""
+    columns of the same records later by position rather than by a join on their keys.
+
+    With `resolution` (each record's clock resolution, `clocks.resolution_of`), that column
+    too, and a step time of zero read from a coarse clock is a reading (less than one tick
+    over the interval), not a broken timer: its interval counts toward the pace. The column
+    takes 8 bytes a record, and only where some source's clock is coarse."""
     wanted = {*columns, "step"}
     chosen = [c for c in _TIMED_COLUMNS if not columns or c.meta.output_name() in wanted]
+    extra = ["row"] if positions else []
     if positions:
         chosen.append(pl.int_range(pl.len(), dtype=pl.get_index_type()).alias("row"))
-    timed = table.select(chosen).filter(_TIMED)
-    return timed.select(*columns, *(["row"] if positions else [])) if columns else timed
+    keep = _TIMED
+    if resolution is not None:
+        chosen.append(resolution)
+        extra.append(resolution.meta.output_name())
+        keep = _TIMED | ((pl.col("step") == 0) & (pl.col(extra[-1]) > 0))
+    timed = table.select(chosen).filter(keep)
+    return timed.select(*columns, *extra) if columns else timed
 
 
 _INTERVAL = pl.col("interval").fill_null(1)

@@ -13,7 +13,9 @@ as spikes; a longer one moves the baseline, and where the baseline sits above `s
 the run's pace it is one sustained event, kept out of the pace itself.
 
 The run's pace is the median step time of all non-warm-up records: robust as long as the run
-spends less than half its records slowed down.
+spends less than half its records slowed down. On a coarse clock (`clocks`), the baseline and
+the records are each uncertain by the clock's resolution over the interval: a shift counts
+only beyond that.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from loganalyzer.analysis._records import by_segment
+from loganalyzer.analysis.clocks import above
 
 WINDOW = 21
 MIN_SUSTAINED = WINDOW // 2 + 1
@@ -34,13 +37,13 @@ def with_baseline(recs: pl.DataFrame, slow_factor: float) -> tuple[pl.DataFrame,
     """`recs` with `level` (the local baseline) and `event` (the id of the sustained slowdown a
     record belongs to, else null), and the run's pace in seconds."""
     pace = float(recs["step"].median())  # type: ignore[arg-type]
-    shifted = pl.col("level") > slow_factor * pace
+    shifted = above(pl.col("level"), pl.lit(slow_factor * pace), recs)
     # Runs of records on one side of the shift threshold, numbered in log order (so sorted).
     run = pl.struct("segment", shifted).rle_id().set_sorted()
     sustained = shifted & (pl.len().over("_run") >= MIN_SUSTAINED)
     # A spike next to a shift can drag the median across its edge: an event starts and ends
     # with records that are slow themselves.
-    slow = pl.col("step") > slow_factor * pace
+    slow = above(pl.col("step"), pl.lit(slow_factor * pace), recs)
     core = slow.cum_max().over("_run") & slow.cum_max(reverse=True).over("_run")
     framed = (
         recs.with_columns(centred_median(recs, "step").alias("level"))

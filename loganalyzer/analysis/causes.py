@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 
 from loganalyzer.analysis._records import timed_records
+from loganalyzer.analysis.clocks import resolution_of, resolved
 from loganalyzer.analysis.events import Events, Interval, Schedule
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
@@ -309,7 +310,11 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
     pace = analysis.step_time_s.median
     if pace is None:
         return ()
-    recs = timed_records(table)
+    # on a coarse clock, an excess it cannot resolve is not one
+    resolution = resolution_of(analysis.clocks)
+    recs = timed_records(table, resolution=resolution)
+    excess = resolved(pl.col("step") - pace) if resolution is not None else pl.col("step") - pace
+    recs = recs.with_columns(excess.alias("excess"))
     excluded = {(s.segment, s.iteration) for s in analysis.slow.steps}
     warm = {w.segment: w.last_iteration for w in analysis.warmup if w.last_iteration is not None}
     costs = []
@@ -332,7 +337,7 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
             if (segment, last) in excluded or in_sustained or last <= warm.get(segment, -1):
                 continue
             lost = (rec["step"] - pace) * rec["interval"]
-            if lost <= 0:
+            if lost <= 0 or rec["excess"] <= 0:
                 continue
             where = f" (line {line})" if line is not None else ""
             costs.append(

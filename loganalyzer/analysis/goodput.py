@@ -25,6 +25,7 @@ import polars as pl
 
 from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
+from loganalyzer.analysis.clocks import resolution_of
 from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
     for cost in causes.events:
         seconds[PRODUCTIVE] -= cost.lost_s
         seconds[LINE_OF_CAUSE[cost.kind]] += cost.lost_s
-    clock_s, unlogged_s, how = segments_clock(table)
+    clock_s, unlogged_s, how = segments_clock(table, resolution_of(analysis.clocks))
     seconds[UNLOGGED] = unlogged_s
     untimed = clock_s - time.logged_s - unlogged_s - time.stalls_s
     if abs(untimed) < ROUNDING_S:
@@ -127,12 +128,16 @@ def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
     )
 
 
-def segments_clock(table: pl.DataFrame) -> tuple[float, float, str]:
+def segments_clock(
+    table: pl.DataFrame, resolution: pl.Expr | None = None
+) -> tuple[float, float, str]:
     """Seconds the segments span on the clock; of those, the seconds of iterations a
     timestamped segment ran but the log does not show (a cut log: at the pace of the next
-    record shown, as `restarts.find_stalls` assumes); and how the clock was measured."""
+    record shown, as `restarts.find_stalls` assumes); and how the clock was measured.
+    `resolution` (`clocks.resolution_of`) keeps the zero readings of a coarse clock."""
     # only the columns read: a filter copies every column it is given
-    recs = timed_records(table, ["segment", "iteration", "interval", "step", "timestamp"])
+    read = ["segment", "iteration", "interval", "step", "timestamp"]
+    recs = timed_records(table, read, resolution=resolution)
     if recs.is_empty():
         return 0.0, 0.0, "no timed records"
     segment = by_segment(recs)  # the same key for the window and the sums

@@ -10,7 +10,10 @@ above 1, is a `stall` of its excess time. Slow records are `periodic` when they 
 fixed iteration period (see `periodic`), else `spike` (or `stall`). A lasting shift of the
 baseline above `slow_factor` * the pace is one `Sustained` event. Time lost is the excess over
 the baseline * the iterations a record covers; inside a sustained event, the shift's share
-goes to the event and only the rest to a spike there, so nothing is counted twice.
+goes to the event and only the rest to a spike there, so nothing is counted twice. On a
+coarse clock, the excess is what the clock resolves of it (`clocks.relative_excess`): a
+record is never slow by less than its clock's resolution, and the noise floor is that of the
+run, not of the clock's ticks.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import polars as pl
 
 from loganalyzer.analysis._records import first_iteration
 from loganalyzer.analysis.baseline import noise_floor, with_baseline
+from loganalyzer.analysis.clocks import relative_excess
 from loganalyzer.analysis.periodic import find_periods
 from loganalyzer.analysis.phases import Timers, phase_growth
 from loganalyzer.model import Metrics
@@ -112,7 +116,7 @@ def find_slow_steps(
             level=pl.col("step"), event=pl.lit(None, pl.UInt32), slow=pl.lit(False)
         )
     framed, pace = with_baseline(recs, slow_factor)
-    excess = pl.col("step") / pl.col("level") - 1
+    excess = relative_excess(pl.col("step"), pl.col("level"), framed)
     noise = noise_floor(framed, excess)  # not kept beside `framed`'s columns
     threshold = max(slow_factor - 1.0, noise)
     per_record = pl.max_horizontal((slow_factor - 1.0) / pl.col("interval"), pl.lit(noise))

@@ -3,7 +3,8 @@
 Every attempt (segment) warms up again after a restart, so warm-up is found per segment.
 Automatic detection takes the leading records of a segment whose step time is more than
 `WARMUP_FACTOR` * the pace (the segment's median, however short the segment), capped so that
-a segment that is slow throughout is left to slow-step detection instead.
+a segment that is slow throughout is left to slow-step detection instead. On a coarse clock
+the excess must also be more than the clock resolves (`clocks.above`).
 
 The `warmup` override (`--warmup N`) counts iterations from each segment's start: a record is
 warm-up when any iteration it covers is among the first N of its segment, because its average
@@ -17,6 +18,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from loganalyzer.analysis._records import by_segment, first_iteration
+from loganalyzer.analysis.clocks import (
+    RESOLUTION,
+    PaceMethod,
+    above,
+    coarse,
+    pace_method,
+    pace_of,
+)
 from loganalyzer.render.numbers import plural, ratio
 
 # Leading records above this multiple of the pace are warm-up. Lower than the slow-step
@@ -59,10 +68,9 @@ def _window_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
         flag = first_iteration() < segment_start + warmup
     else:
         count = pl.len().over(segment)
-        above = (pl.col("step") > WARMUP_FACTOR * pl.col("step").median().over(segment)).cast(
-            pl.Int8
-        )
-        leading = above.cum_min().over(segment) == 1
+        pace = WARMUP_FACTOR * pl.col("step").median().over(segment)
+        slow = above(pl.col("step"), pace, recs).cast(pl.Int8)
+        leading = slow.cum_min().over(segment) == 1
         cap = pl.max_horizontal(pl.lit(MIN_CAP), (count * MAX_WARMUP_SHARE).ceil())
         flag = leading & (pl.int_range(pl.len()).over(segment) < cap)
     return recs.select(flag.alias("warmup")).to_series()
@@ -86,9 +94,10 @@ def _detected_at_heads(recs: pl.DataFrame) -> pl.Series:
         )
         .explode("row")
     )
-    heads = heads.with_columns(step=recs["step"].gather(heads["row"]))
-    above = (pl.col("step") > WARMUP_FACTOR * pl.col("pace")).cast(pl.Int8)
-    leading = heads.select(above.cum_min().over("piece") == 1).to_series()
+    read = ["step", "interval", RESOLUTION] if coarse(recs) else ["step"]
+    heads = heads.with_columns(recs.select(pl.col(read).gather(heads["row"])))
+    slow = above(pl.col("step"), WARMUP_FACTOR * pl.col("pace"), heads).cast(pl.Int8)
+    leading = heads.select(slow.cum_min().over("piece") == 1).to_series()
     flags = pl.repeat(False, recs.height, dtype=pl.Boolean, eager=True).alias("warmup")
     return flags.scatter(heads["row"].filter(leading), True)
 
@@ -133,7 +142,9 @@ def summarise_warmup(recs: pl.DataFrame, warmup: int | None, pace_s: float) -> t
 
 @dataclass(frozen=True)
 class Drift:
-    """The steady step time of the run's first tenth of steady records against its last."""
+    """The steady step time of the run's first tenth of steady records against its last;
+    `pace_method` says how each tenth's was taken (their median, or on a coarse clock their
+    cumulative clock: `clocks.pace_of`)."""
 
     records: int
     first_median_s: float
@@ -141,23 +152,38 @@ class Drift:
     last_median_s: float
     last_iterations: tuple[int, int]
     relative_change: float
+    pace_method: PaceMethod = "median"
 
 
 def find_drift(steady: pl.DataFrame) -> Drift | None:
-    """Compare the medians of the first and last deciles of the steady records (`iteration`,
-    `interval`, `step`), in log order: robust to what spikes remain, and checkable by hand.
-    None below `MIN_DRIFT_RECORDS`."""
+    """Compare the paces of the first and last deciles of the steady records (`iteration`,
+    `interval`, `step`, and `resolution` where read from a coarse clock), in log order: their
+    medians, robust to what spikes remain and checkable by hand, or on a coarse clock their
+    cumulative clocks (`clocks.pace_of`). None below `MIN_DRIFT_RECORDS`."""
     if steady.height < MIN_DRIFT_RECORDS:
         return None
-    tenth = steady.height // 10
-    first, first_span = _median_and_span(steady.head(tenth))
-    last, last_span = _median_and_span(steady.tail(tenth))
-    return Drift(steady.height, first, first_span, last, last_span, last / first - 1)
+    tenth, method = steady.height // 10, pace_method(steady)
+    head, tail = steady.head(tenth), steady.tail(tenth)
+    first, first_span = _median_and_span(head, method)
+    last, last_span = _median_and_span(tail, method)
+    if first <= 0:  # a coarse clock that did not tick over the first tenth
+        return None
+    change = last / first - 1
+    if method == "cumulative_clock" and abs(last - first) <= _unresolved(head) + _unresolved(tail):
+        change = 0.0  # within what the clock resolves over the tenths: no evidence of drift
+    return Drift(steady.height, first, first_span, last, last_span, change, method)
 
 
-def _median_and_span(records: pl.DataFrame) -> tuple[float, tuple[int, int]]:
+def _unresolved(records: pl.DataFrame) -> float:
+    """The uncertainty of records' cumulative pace: the clock's resolution over their
+    iterations (the differences of its readings telescope)."""
+    count = int(records["interval"].sum())
+    return float(records[RESOLUTION].max() or 0.0) / count if count else 0.0  # type: ignore[arg-type]
+
+
+def _median_and_span(records: pl.DataFrame, method: PaceMethod) -> tuple[float, tuple[int, int]]:
     span = (int(records.head(1).select(first_iteration()).item()), int(records["iteration"][-1]))
-    return float(records["step"].median()), span  # type: ignore[arg-type]
+    return pace_of(records, method) or 0.0, span
 
 
 def _reason(warmup: int | None, records: int, peak_ratio: float | None) -> str:

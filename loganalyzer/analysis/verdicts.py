@@ -380,8 +380,9 @@ def _drift(analysis: Analysis) -> list[Verdict]:
     drift = analysis.drift
     if drift is None or drift.relative_change <= DRIFT_THRESHOLD:
         return []
+    taken = "median" if drift.pace_method == "median" else "pace (total time over iterations)"
     message = (
-        f"the steady step time rose {percent(drift.relative_change)}, from a median of "
+        f"the steady step time rose {percent(drift.relative_change)}, from a {taken} of "
         f"{seconds(drift.first_median_s)} over {iterations(*drift.first_iterations)} to "
         f"{seconds(drift.last_median_s)} over {iterations(*drift.last_iterations)} (first and "
         "last tenth of "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loganalyzer.render.clocks import pace_label
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import (
     TIMES,
@@ -98,7 +99,10 @@ def _iterations_section(doc: dict[str, Any]) -> list[str]:
         if it["logged"]
         else "no iteration records"
     )
-    steady = f"steady median {seconds(st['median'])} over {plural(st['steady_records'], 'record')}"
+    steady = (
+        f"{pace_label(st.get('pace_method'))} {seconds(st['median'])} "
+        f"over {plural(st['steady_records'], 'record')}"
+    )
     if doc.get("confidence") == "low":
         steady += " (low confidence)"
     return [

@@ -17,6 +17,7 @@ from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
+from loganalyzer.render.clocks import pace_note
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -158,6 +159,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     mfu, hfu = _float(flops.get("mfu")), _float(flops.get("hfu"))
     tflops = _float(flops.get("tflops_per_gpu"))
     median = _float(_get(doc, "step_time_s", "median"))
+    coarse = pace_note(_get(doc, "step_time_s", "pace_method"))
     tokens = _float(_get(doc, "throughput", "tokens_per_s"))
     logged = _float(_get(doc, "time", "logged_s"))
     wall = _float(_get(doc, "goodput", "wall_s"))
@@ -190,11 +192,11 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
         Figure("tokens_per_s", "tokens/s", number(tokens, ",.0f"), tokens),
         Figure(
             "step_time",
-            "median step time",
+            "median step time" if coarse is None else "step time",
             number(median, ".4g", " s"),
             median,
             _severity("step_time", verdicts),
-            "steady state",
+            "steady state" if coarse is None else f"steady state, {coarse}",
         ),
         Figure(
             "wall_clock",
