@@ -19,10 +19,10 @@ from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
 from loganalyzer.explain import mfu_goodput as goodput_mfu_of
 from loganalyzer.flops.efficiency import (
-    ASSUMED_DTYPE,
     Efficiency,
     RunFacts,
     assumed_dtype,
+    default_dtype,
     measure,
     resolve_facts,
 )
@@ -175,7 +175,7 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
         "framework": run.framework,
         "gpu": resolution_json(facts.gpu, facts.gpu_source) if facts.gpu else None,
         "num_gpus": facts.num_gpus,
-        "dtype": ASSUMED_DTYPE if assumed_dtype(facts) else facts.dtype,
+        "dtype": default_dtype(facts) if assumed_dtype(facts) else facts.dtype,
         "dtype_assumed": assumed_dtype(facts),
         "global_batch_size": facts.global_batch_size,
         "seq_length": shape.seq_length,
