@@ -198,14 +198,20 @@ def segments_clock(
         pl.min_horizontal(at_pace, room.fill_null(float("inf"))).alias("unlogged"),
         work.alias("work"),
     )
-    excess = recs.select(
-        "iteration",
-        pl.col("iteration").shift(1).over(segment).alias("after"),
-        skipped.alias("skipped"),
-        at_pace.alias("at_pace"),
-        room.alias("room"),
-    ).filter(pl.col("at_pace") > pl.col("room"))
-    del recs
+    # the gaps' columns only where one outran the clock (a mask first: none, in a sound log)
+    outran = recs.select((at_pace > room).fill_null(False)).to_series()
+    excess = (
+        recs.select(
+            "iteration",
+            pl.col("iteration").shift(1).over(segment).alias("after"),
+            skipped.alias("skipped"),
+            at_pace.alias("at_pace"),
+            room.alias("room"),
+        ).filter(outran)
+        if outran.any()
+        else None
+    )
+    del recs, outran
     # plain aggregations, the span taken after: an expression over aggregates inside `agg`
     # gathers every group's rows
     spans = (
@@ -253,8 +259,8 @@ def segments_clock(
     return SegmentsClock(float(clock), float(unlogged), how, _excess(excess))
 
 
-def _excess(gaps: pl.DataFrame) -> UnloggedExcess | None:
-    if gaps.is_empty():
+def _excess(gaps: pl.DataFrame | None) -> UnloggedExcess | None:
+    if gaps is None or gaps.is_empty():
         return None
     return UnloggedExcess(
         gaps=gaps.height,
