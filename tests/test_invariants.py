@@ -163,6 +163,41 @@ def test_stamps_that_contradict_the_step_times_give_way_to_them() -> None:
     assert (fallback["first_iteration"], fallback["last_iteration"]) == (1, 10)
 
 
+def test_stamps_set_aside_measure_nothing() -> None:
+    """Stamps within one second of a log whose counter jumps by a million: set aside, they
+    measure neither iterations not in the log nor a jump beyond the clock."""
+    stamps = [START + timedelta(seconds=k / 10) for k in range(10)]
+    iterations = [
+        1,
+        2,
+        3,
+        1_000_004,
+        1_000_005,
+        1_000_006,
+        1_000_007,
+        1_000_008,
+        1_000_009,
+        1_000_010,
+    ]
+    doc = build_summary(_run(make_table([60.0] * 10, iterations, timestamps=stamps)), OPTIONS)
+    assert_invariants(doc)
+    assert len(doc["invariants"]["clock_fallbacks"]) == 1
+    assert doc["invariants"]["unlogged_beyond_clock"] is None
+    assert doc["goodput"]["wall_s"] == pytest.approx(600.0)
+
+
+def test_records_that_cover_more_iterations_than_counted_are_said() -> None:
+    """Ten records a counter apart, each claiming an interval of 10: 100 iterations in a
+    span of 19."""
+    doc = build_summary(_run(make_table([1.0] * 10, list(range(1, 11)), 10)), OPTIONS)
+    (overlap,) = doc["invariants"]["overlaps"]
+    assert (overlap["records"], overlap["covered"], overlap["span"]) == (10, 100, 19)
+    assert (
+        "synthetic.log: 10 records cover 100 iterations by their intervals, more than the 19"
+        " the iteration counter spans" in " ".join(doc["warnings"])
+    )
+
+
 def test_stamps_a_second_short_of_the_step_times_are_rounding() -> None:
     """Whole-second stamps (2, 3, 5, ... 16 s) that span 0.85 s less than ten 1.65 s steps: no
     warning, and the clock is the step times' (never less)."""

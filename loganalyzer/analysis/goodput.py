@@ -199,7 +199,9 @@ def segments_clock(
         work.alias("work"),
     )
     # the gaps' columns only where one outran the clock (a mask first: none, in a sound log)
-    outran = recs.select((at_pace > room).fill_null(False)).to_series()
+    outran = recs.select(
+        ((at_pace > room) & ~pl.col("segment").is_in(list(unstamped))).fill_null(False)
+    ).to_series()
     excess = (
         recs.select(
             "iteration",
