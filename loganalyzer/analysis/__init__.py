@@ -122,7 +122,7 @@ def analyse(
     # through an expression: `get_column` would write a literal out in the table for good
     recs = recs.hstack(table.select(pl.col("timestamp").gather(recs["row"])))
     # a segment whose stamps contradict its step times keeps them out of every step below
-    checks = check_segments(recs, table.get_column("source"))
+    checks = check_segments(recs, table)
     recs = set_aside(recs, checks.unstamped)
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)

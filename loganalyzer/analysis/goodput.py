@@ -181,39 +181,19 @@ def segments_clock(
         return SegmentsClock(0.0, 0.0, "no timed records", None)
     segment = by_segment(recs)  # the same key for the window and the sums
     work = pl.col("step") * pl.col("interval")
-    skipped = (
-        pl.col("iteration") - pl.col("iteration").shift(1).over(segment) - pl.col("interval")
-    ).clip(lower_bound=0)
-    elapsed = (
-        pl.col("timestamp") - pl.col("timestamp").shift(1).over(segment)
-    ).dt.total_microseconds() / 1e6
-    room = (elapsed - work).clip(lower_bound=0)
-    at_pace = skipped.fill_null(0) * pl.col("step")
+    skipped, at_pace, room = _gap(segment)
+    # The clock between two records is read only where the log skips iterations (a cut log;
+    # none, in most): elsewhere nothing is unlogged.
+    skips = bool(recs.select((skipped > 0).any()).item())
+    unlogged = pl.min_horizontal(at_pace, room.fill_null(float("inf"))) if skips else pl.lit(0.0)
     # Summed in slices, by a sorted key: a hashed group's sum is cut between polars' threads,
     # and its last digits would depend on the machine's cores. Polars puts a frame in one
     # piece to slice it: only the columns aggregated are given.
     aggregated = recs.select(
-        "segment",
-        "timestamp",
-        pl.min_horizontal(at_pace, room.fill_null(float("inf"))).alias("unlogged"),
-        work.alias("work"),
+        "segment", "timestamp", unlogged.cast(pl.Float64).alias("unlogged"), work.alias("work")
     )
-    # the gaps' columns only where one outran the clock (a mask first: none, in a sound log)
-    outran = recs.select(
-        ((at_pace > room) & ~pl.col("segment").is_in(list(unstamped))).fill_null(False)
-    ).to_series()
-    excess = (
-        recs.select(
-            "iteration",
-            pl.col("iteration").shift(1).over(segment).alias("after"),
-            skipped.alias("skipped"),
-            at_pace.alias("at_pace"),
-            room.alias("room"),
-        ).filter(outran)
-        if outran.any()
-        else None
-    )
-    del recs, outran
+    excess = _outran(recs, unstamped) if skips else None
+    del recs
     # plain aggregations, the span taken after: an expression over aggregates inside `agg`
     # gathers every group's rows
     spans = (
@@ -259,6 +239,38 @@ def segments_clock(
         else f"timestamps of {n} of {spans.height} segments, step times elsewhere"
     )
     return SegmentsClock(float(clock), float(unlogged), how, _excess(excess))
+
+
+def _gap(segment: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Of the gap before each record: the iterations the log skips, their seconds at the
+    record's pace, and the seconds the clock holds beyond the record's own work."""
+    skipped = (
+        pl.col("iteration") - pl.col("iteration").shift(1).over(segment) - pl.col("interval")
+    ).clip(lower_bound=0)
+    elapsed = (
+        pl.col("timestamp") - pl.col("timestamp").shift(1).over(segment)
+    ).dt.total_microseconds() / 1e6
+    room = (elapsed - pl.col("step") * pl.col("interval")).clip(lower_bound=0)
+    return skipped, skipped.fill_null(0) * pl.col("step"), room
+
+
+def _outran(recs: pl.DataFrame, unstamped: frozenset[int]) -> pl.DataFrame | None:
+    """The gaps of stamped segments whose skipped iterations, at the next record's pace,
+    outran the clock between the two records (a mask first: none, in a cut log)."""
+    segment = by_segment(recs)
+    skipped, at_pace, room = _gap(segment)
+    outran = recs.select(
+        ((at_pace > room) & ~pl.col("segment").is_in(list(unstamped))).fill_null(False)
+    ).to_series()
+    if not outran.any():
+        return None
+    return recs.select(
+        "iteration",
+        pl.col("iteration").shift(1).over(segment).alias("after"),
+        skipped.alias("skipped"),
+        at_pace.alias("at_pace"),
+        room.alias("room"),
+    ).filter(outran)
 
 
 def _excess(gaps: pl.DataFrame | None) -> UnloggedExcess | None:

@@ -97,10 +97,11 @@ class Broken:
     bound: float
 
 
-def check_segments(recs: pl.DataFrame, sources: pl.Series) -> SegmentCheck:
+def check_segments(recs: pl.DataFrame, table: pl.DataFrame) -> SegmentCheck:
     """Invariants 1 and 5 over the timed records (`segment`, `iteration`, `interval`, `step`,
-    `timestamp`, `row`); `sources` is the table's `source` column, read at a segment's first
-    row only where it breaks one."""
+    `timestamp`, `row`); the `source` of a segment that breaks one is read from `table` at its
+    first row, through an expression (`get_column` would write a one-value column out in
+    full, in the table)."""
     if recs.is_empty():
         return SegmentCheck((), ())
     spans = recs.group_by(by_segment(recs), maintain_order=True).agg(
@@ -128,7 +129,7 @@ def check_segments(recs: pl.DataFrame, sources: pl.Series) -> SegmentCheck:
     )
 
     def source(row: int) -> str | None:
-        value = sources[row]
+        value = table.select(pl.col("source").gather(row)).item()
         return None if value is None else str(value)
 
     return SegmentCheck(
