@@ -54,6 +54,7 @@ NOT_FORMATS = {
     "fleet_text",
     "why",
     "escape",
+    "invariants",
 }
 
 
