@@ -20,8 +20,7 @@ from loganalyzer.analysis.goodput import Goodput, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.flops import waterfall
-from loganalyzer.flops.efficiency import Efficiency, RunFacts
-from loganalyzer.flops.formulas import tflops_per_gpu, utilisation
+from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
 
 
@@ -54,9 +53,11 @@ def explain(
     steps = waterfall.build(_inputs(run, analysis, facts, efficiency, goodput, shares))
     device = facts.gpu.accelerator.memory_gb if facts.gpu else None
     health = assess(run.table, run.metrics, shares, device, tokens_per_s, facts.num_gpus)
+    budget_json = dataclasses.asdict(goodput)
+    del budget_json["beyond_clock"]  # the document's `invariants` says it
     objects = {
         "goodput": {
-            **dataclasses.asdict(goodput),
+            **budget_json,
             "attributed": [dataclasses.asdict(cost) for cost in causes.events],
         },
         "waterfall": dataclasses.asdict(steps),
@@ -141,12 +142,6 @@ def _inputs(
     if mfu is None and reported is not None and peak:
         mfu = reported / peak
         source = "the framework's printed TFLOPS/GPU over the peak, with its own FLOP count"
-    goodput_mfu = None
-    flops = efficiency.flops
-    if flops is not None and facts.num_gpus and peak and goodput.wall_s > 0:
-        unique = analysis.iterations - sum(r.lost_iterations for r in analysis.restarts)
-        achieved = tflops_per_gpu(flops.per_iteration * unique, goodput.wall_s, facts.num_gpus)
-        goodput_mfu = utilisation(achieved, peak)
     median = analysis.step_time_s.median
     return waterfall.Inputs(
         mfu=mfu,
@@ -157,9 +152,22 @@ def _inputs(
         virtual_stages=_virtual_stages(run),
         micro_batches=_micro_batches(run, facts),
         step_ms=median * 1000 if median else None,
-        goodput_mfu=goodput_mfu,
+        goodput_mfu=mfu_goodput(analysis, efficiency, facts, goodput),
         timers=shares,
     )
+
+
+def mfu_goodput(
+    analysis: Analysis, efficiency: Efficiency, facts: RunFacts, goodput: Goodput
+) -> float | None:
+    """The goodput MFU: the model FLOPs of the iterations kept (redone ones excluded) over the
+    wall clock the log covers (the budget's, iterations not in the log left out as its
+    goodput leaves them: their work is not counted either), the one figure the waterfall
+    ends at and `flops.mfu_goodput` shows."""
+    # no fewer than none: a counter that skipped ahead before a restart redoes iterations
+    # that were never logged
+    kept = max(0, analysis.iterations - sum(r.lost_iterations for r in analysis.restarts))
+    return goodput_mfu(efficiency, facts.num_gpus, kept, goodput.covered_s)
 
 
 def _micro_batches(run: Run, facts: RunFacts) -> int | None:

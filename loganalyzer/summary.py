@@ -13,15 +13,16 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
+from loganalyzer.analysis.invariants import INVARIANTS, check
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.clock import clock_assumptions
-from loganalyzer.explain import attach_causes, explain
+from loganalyzer.explain import Explanation, attach_causes, explain
+from loganalyzer.explain import mfu_goodput as goodput_mfu_of
 from loganalyzer.flops.efficiency import (
-    ASSUMED_DTYPE,
     Efficiency,
     RunFacts,
     assumed_dtype,
-    goodput_mfu,
+    default_dtype,
     measure,
     resolve_facts,
 )
@@ -29,6 +30,7 @@ from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.clocks import clock_notes
+from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
 from loganalyzer.secrets import mask_secrets
 
@@ -87,6 +89,9 @@ def build_summary(
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     tokens_per_s = tokens / median if tokens and median else None
     why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
+    mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
+    invariants = _invariants(analysis, why, mfu_goodput)
+    warnings.extend(invariant_warnings(invariants))
     verdicts = judge(
         analysis,
         run.table,
@@ -136,7 +141,7 @@ def build_summary(
             if facts.global_batch_size and median
             else None,
         },
-        "flops": _flops(efficiency, facts.formula, _goodput(analysis, efficiency, facts)),
+        "flops": _flops(efficiency, facts.formula, mfu_goodput),
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
@@ -151,6 +156,7 @@ def build_summary(
         "stragglers": [dataclasses.asdict(s) for s in analysis.stragglers],
         "time": _time(analysis),
         **why.objects,
+        "invariants": invariants,
         "verdicts": _by_severity([dataclasses.asdict(v) for v in verdicts] + why.verdicts),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
@@ -174,7 +180,7 @@ def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) 
         "framework": run.framework,
         "gpu": resolution_json(facts.gpu, facts.gpu_source) if facts.gpu else None,
         "num_gpus": facts.num_gpus,
-        "dtype": ASSUMED_DTYPE if assumed_dtype(facts) else facts.dtype,
+        "dtype": default_dtype(facts) if assumed_dtype(facts) else facts.dtype,
         "dtype_assumed": assumed_dtype(facts),
         "global_batch_size": facts.global_batch_size,
         "seq_length": shape.seq_length,
@@ -198,13 +204,18 @@ def _confidence(analysis: Analysis) -> str | None:
     )
 
 
-def _goodput(analysis: Analysis, efficiency: Efficiency, facts: RunFacts) -> float | None:
-    """MFU of the work kept over the wall clock: redone iterations excluded, restart gaps and
-    stalls included (where timestamps give them)."""
-    time = analysis.time
-    redone = sum(r.lost_iterations for r in analysis.restarts)
-    wall = time.logged_s + time.restart_gaps_s + time.stalls_s
-    return goodput_mfu(efficiency, facts.num_gpus, analysis.iterations - redone, wall)
+def _invariants(analysis: Analysis, why: Explanation, mfu_goodput: float | None) -> dict[str, Any]:
+    """The document's `invariants`: what the records broke (and the fallback taken), and
+    any figure that still cannot be true."""
+    broken = check(analysis.time.logged_s, why.goodput, why.waterfall, mfu_goodput)
+    beyond = why.goodput.beyond_clock
+    return {
+        "checked": list(INVARIANTS),
+        "clock_fallbacks": [dataclasses.asdict(f) for f in analysis.checks.clock_fallbacks],
+        "overlaps": [dataclasses.asdict(o) for o in analysis.checks.overlaps],
+        "unlogged_beyond_clock": dataclasses.asdict(beyond) if beyond else None,
+        "broken": [dataclasses.asdict(b) for b in broken],
+    }
 
 
 def _parallelism(run: Run, facts: RunFacts) -> dict[str, int | None]:

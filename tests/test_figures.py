@@ -159,10 +159,11 @@ def test_a_2021_arguments_dump_without_swiglu_is_no_assumption() -> None:
 
 
 def test_an_assumed_precision_is_shown_where_the_figure_is() -> None:
+    # a log that states no precision and whose loss scale (1.0) proves none
     args = [
         "summary",
         "-q",
-        str(FIXTURES / "megatron" / "bert_2022_timers.txt"),
+        str(FIXTURES / "bad" / "lone_cr.log"),
         "--gpu",
         "h100-sxm",
     ]

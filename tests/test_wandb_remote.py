@@ -113,14 +113,39 @@ def test_an_unknown_run_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert "check the entity, project and run ID" in done.stderr
 
 
-def test_a_missing_key_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    startup = _startup_s()
+def test_a_missing_key_is_said_before_any_request(tmp_path: Path) -> None:
     with replay_server() as server:
-        done, elapsed = _summary(client_env(tmp_path, server.base, key=None), "-q", RUN)
+        done, _ = _summary(client_env(tmp_path, server.base, key=None), "-q", RUN)
     assert done.returncode == 1
-    assert elapsed < startup + TIMEOUT_S + PROBE_TIMEOUT_S + EXIT_MARGIN_S
+    assert server.first_contact is None
     assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"Error: {RUN}: no W&B API key: run `wandb login` or set")
     assert "WANDB_API_KEY" in done.stderr
+
+
+def test_a_missing_key_is_said_rather_than_an_unreachable_server(tmp_path: Path) -> None:
+    done, _ = _summary(client_env(tmp_path, "http://127.0.0.1:9", key=None), "-q", RUN)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "no W&B API key" in done.stderr
+    assert "cannot be reached" not in done.stderr
+
+
+def test_a_key_in_netrc_or_the_settings_file_is_used(tmp_path: Path) -> None:
+    with replay_server() as server:
+        env = client_env(tmp_path, server.base, key=None)
+        host = server.base.split("://")[1]
+        netrc = tmp_path / "netrc"
+        netrc.write_text(f"machine {host}\n  login user\n  password {FAKE_KEY}\n")
+        netrc.chmod(0o600)
+        done, _ = _summary(env | {"NETRC": str(netrc)}, "-q", RUN)
+        assert done.returncode == 0, done.stderr
+    settings = Path(env["WANDB_CONFIG_DIR"]) / "settings"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(f"[default]\nbase_url = {server.base}\napi_key = {FAKE_KEY}\n")
+    no_server, _ = _summary(env | {"LOGANALYZER_WANDB_TIMEOUT": "2"}, "-q", "--refresh", RUN)
+    assert no_server.returncode == 1
+    assert "no W&B API key" not in no_server.stderr
 
 
 def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 `analyse` is the one entry point; `verdicts.judge` turns its result into verdicts. Steps, each
 in its own module: warm-up (`steady`), the local baseline and sustained slowdowns
 (`baseline`), slow steps and their kinds (`slow_steps`, `periodic`, `phases`), restarts and
-stalls (`restarts`), per-rank spread (`stragglers`) and the time budget (`accounting`). All
+stalls (`restarts`), per-rank spread (`stragglers`), the time budget (`accounting`) and what
+the records break of the invariants (`invariants`: timestamps that contradict the step times
+are set aside before the restarts and stalls read them). All
 results are frozen dataclasses, ready for the JSON and HTML renderers.
 """
 
@@ -26,6 +28,7 @@ from loganalyzer.analysis.clocks import (
     resolution_of,
     source_clocks,
 )
+from loganalyzer.analysis.invariants import SegmentCheck, check_segments, set_aside
 from loganalyzer.analysis.longtable import LongTable
 from loganalyzer.analysis.periodic import stated_periods
 from loganalyzer.analysis.restarts import Restart, Stall, find_restarts, find_stalls
@@ -77,6 +80,7 @@ class Analysis:
     stalls: tuple[Stall, ...]
     stragglers: tuple[RankSpread, ...]
     time: TimeAccounting
+    checks: SegmentCheck
     steady_rows: pl.Series = field(compare=False)
     long: LongTable = field(compare=False, repr=False)
     clocks: tuple[SourceClock, ...] = ()
@@ -139,6 +143,9 @@ def analyse(
     recs = contiguous(recs)
     # through an expression: `get_column` would write a literal out in the table for good
     recs = recs.hstack(table.select(pl.col("timestamp").gather(recs["row"])))
+    # a segment whose stamps contradict its step times keeps them out of every step below
+    checks = check_segments(recs, table)
+    recs = set_aside(recs, checks.unstamped)
     pace = median if median is not None else _float(recs["step"].median()) or 0.0
     warm = summarise_warmup(recs, warmup, pace)
     restarts = find_restarts(recs, pace)
@@ -166,6 +173,7 @@ def analyse(
         stalls=stalls,
         stragglers=stragglers,
         time=account(logged_s, warm, slow, restarts, stalls),
+        checks=checks,
         steady_rows=steady_rows,
         long=long,
         clocks=found_clocks,

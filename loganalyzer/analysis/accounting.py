@@ -41,10 +41,14 @@ def account(
 ) -> TimeAccounting:
     """Split `logged_s` and add the time lost outside it."""
     warmup_s = sum((w.lost_s for w in warmup), 0.0)
-    redone_s = sum((r.redone_s for r in restarts), 0.0)
+    # Redone iterations cost the pace each, but never more than the logged time holds beyond
+    # warm-up and slow steps: a counter that skipped ahead before a restart claims
+    # iterations that were never timed.
+    kept_s = max(0.0, logged_s - warmup_s - slow.lost_s)
+    redone_s = min(kept_s, sum((r.redone_s for r in restarts), 0.0))
     gaps_s = sum((r.gap_s or 0.0 for r in restarts), 0.0)
     stalls_s = sum((s.gap_s for s in stalls), 0.0)
-    productive_s = max(0.0, logged_s - warmup_s - slow.lost_s - redone_s)
+    productive_s = kept_s - redone_s
     return TimeAccounting(
         logged_s=logged_s,
         productive_s=productive_s,

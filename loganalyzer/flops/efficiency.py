@@ -98,7 +98,7 @@ def resolve_facts(run: Run, options: dict[str, dict[str, Any]]) -> RunFacts:
         origins["seq_length"] = derived[1]
     batch = given.get("global_batch_size") or _batch(run, origins, warnings)
     gpu, gpu_source = _gpu(given.get("gpu"), run.config.get("gpu_name"), warnings)
-    dtype = given.get("dtype") or run.get("dtype")
+    dtype = _precision(run, given.get("dtype"), gpu, origins, warnings)
     recompute = given.get("recompute") or _logged_recompute(run, warnings)
     lora = bool(given.get("lora")) or run.get("lora") is True
     if lora:
@@ -237,6 +237,63 @@ def typical_global_batch(table: pl.DataFrame) -> int | None:
     # through an expression: `table[name]` would write a literal out (`model.compact_table`)
     typical = table.select(pl.col("global_batch_size").drop_nulls().mode().max()).item()
     return None if typical is None else int(typical)
+
+
+def _precision(
+    run: Run,
+    flag: str | None,
+    gpu: peaks.Resolution | None,
+    origins: dict[str, str],
+    warnings: list[str],
+) -> str | None:
+    """The precision: --dtype (bf16 refused on a device that has none), else what the log
+    states, else what it proves: a loss scale above 1 (fp16 needs one and bf16 does not; a
+    dynamic one changes or is a power of two) or an `fp16` flag; else None (assumed, see
+    `default_dtype`)."""
+    if flag:
+        if flag == "bf16" and gpu is not None and not peaks.has_bf16(gpu.accelerator):
+            raise UsageProblem(
+                f"--dtype bf16: {gpu.accelerator.name} has no bf16 (the peak table lists"
+                f" {', '.join(peaks.precisions(gpu.accelerator))}); pass --dtype fp16"
+            )
+        return str(flag)
+    stated = run.get("dtype")
+    if stated:
+        return str(stated)
+    scaled = _loss_scale_evidence(run.table)
+    if scaled is not None:
+        origins["dtype"] = f"derived: the dynamic loss scale at {scaled}"
+        warnings.append(f"precision: fp16, from the dynamic loss scale at {scaled}")
+        return "fp16"
+    flagged = run.config.get("fp16")
+    if flagged is not None and str(flagged.value).lower() in ("true", "1"):
+        origins["dtype"] = f"derived: fp16={flagged.value} ({flagged.provenance})"
+        return "fp16"
+    return None
+
+
+def _loss_scale_evidence(table: pl.DataFrame) -> str | None:
+    """`file:line` of the first loss scale above 1, where the run's loss scales above 1
+    change or are powers of two (bf16 and fp32 runs print 1, or none)."""
+    if "loss_scale" not in table.columns:
+        return None
+    scaled = table.select("loss_scale", "source", "line").filter(pl.col("loss_scale") > 1)
+    if scaled.is_empty():
+        return None
+    values = scaled.get_column("loss_scale")
+    powers = values.log(2).round() == values.log(2)
+    if values.n_unique() == 1 and not powers.any():
+        return None
+    source, line = scaled.item(0, "source"), scaled.item(0, "line")
+    return f"{source}:{line}" if line is not None else str(source)
+
+
+def default_dtype(facts: RunFacts) -> str:
+    """The precision a run that states none is held to: `ASSUMED_DTYPE`, or fp16 on a device
+    that has no bf16 (a V100)."""
+    if facts.gpu is not None and not peaks.has_bf16(facts.gpu.accelerator):
+        return "fp16"
+    return ASSUMED_DTYPE
 
 
 def _gpu(
@@ -410,15 +467,20 @@ ASSUMED_DTYPE = "bf16"
 
 
 def assumed_dtype(facts: RunFacts) -> bool:
-    """Whether the figures assume `ASSUMED_DTYPE`: the run states no precision, and no
-    --peak-tflops makes the precision moot."""
+    """Whether the figures assume a precision (`default_dtype`): the run states and proves
+    none, and no --peak-tflops makes the precision moot."""
     return facts.dtype is None and facts.peak_override is None
 
 
 def _peak(facts: RunFacts, warnings: list[str]) -> dict[str, object] | None:
-    dtype = facts.dtype or ASSUMED_DTYPE
+    dtype = facts.dtype or default_dtype(facts)
     if assumed_dtype(facts):
-        warnings.append(f"precision unknown: {ASSUMED_DTYPE} assumed; pass --dtype")
+        why = (
+            f" ({facts.gpu.accelerator.name} has no bf16)"
+            if dtype != ASSUMED_DTYPE and facts.gpu
+            else ""
+        )
+        warnings.append(f"precision unknown: {dtype} assumed{why}; pass --dtype")
     if facts.gpu is not None:
         warnings.extend(facts.gpu.warnings)
     peak = peaks.peak_json(facts.gpu, dtype, facts.peak_override)

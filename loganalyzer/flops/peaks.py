@@ -120,6 +120,18 @@ def peak_tflops(acc: Accelerator, dtype: str) -> float | None:
     return acc.peaks[normalise_dtype(dtype)]
 
 
+def has_bf16(acc: Accelerator) -> bool:
+    """Whether the device runs bf16 at all: the table gives its bf16 peak, or (a device whose
+    peaks are not known, fp16 included) cannot say it does not. A V100 or T4 lists fp16
+    and no bf16."""
+    return acc.peaks.get("bf16") is not None or acc.peaks.get("fp16") is None
+
+
+def precisions(acc: Accelerator) -> list[str]:
+    """The precisions the table gives a peak for, in its column order."""
+    return [dtype for dtype in DTYPES if acc.peaks.get(dtype) is not None]
+
+
 def _specificity(pattern: str) -> tuple[int, int]:
     tokens = _tokens(pattern)
     return (sum(t not in _VENDOR_WORDS for t in tokens), len("".join(tokens)))

@@ -7,11 +7,11 @@ under the user's cache directory (`$XDG_CACHE_HOME/loganalyzer/wandb/…`): a fi
 read from there with no network; a run that was still running is pulled again when it has
 been updated since; `--refresh` always pulls.
 
-Every failure (no key, unknown run, no permission, no network, rate limit, server error,
-garbage) becomes one InputError line: the pull ends as soon as W&B leaves a request unanswered
-for `TIMEOUT_S` seconds, enforced here whatever the client's retries, and
-`loganalyzer.parsers.wandb.diagnose` names what the server did wrong. The API key is never
-shown.
+A missing key is said before any request (`credentials`). Every other failure (unknown run,
+no permission, no network, rate limit, server error, garbage) becomes one InputError line:
+the pull ends as soon as W&B leaves a request unanswered for `TIMEOUT_S` seconds, enforced
+here whatever the client's retries, and `loganalyzer.parsers.wandb.diagnose` names what the
+server did wrong. The API key is never shown.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from loganalyzer.errors import InputError
+from loganalyzer.parsers.wandb.credentials import base_url, missing_key
 from loganalyzer.sources import REFRESH_REMOTE as REFRESH
 
 # Seconds W&B may leave a request unanswered (the first contact: login check and run record;
@@ -129,6 +130,10 @@ def _pull_within_deadline(source: str, ref: RunRef, cached: Pulled | None) -> Pu
     timeouts and retries (they differ between wandb versions, and some are unbounded). A
     client still waiting is left behind and ends with the process."""
     limit = answer_timeout()
+    if (looked := missing_key()) is not None:
+        raise InputError(
+            f"{source}: no W&B API key: run `wandb login` or set WANDB_API_KEY (looked in {looked})"
+        )
     import wandb  # before the clock starts: importing is not waiting for W&B
 
     answers = _Answers()
@@ -156,7 +161,7 @@ def _pull_within_deadline(source: str, ref: RunRef, cached: Pulled | None) -> Pu
     # urllib's HTTP client loads only when a pull fails, not with the registry
     from loganalyzer.parsers.wandb.diagnose import diagnose
 
-    base = os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+    base = base_url()
     found = diagnose(base)
     if error is None:
         waited = f"no answer from {base} within {limit:g} s to the request for {answers.awaited}"
