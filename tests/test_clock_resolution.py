@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -254,10 +255,14 @@ def test_the_terminal_says_how_the_pace_was_taken(tmp_path: Path) -> None:
     log.write_text(trainer_stdout([0.84] * 1500, 10))
     result = CliRunner().invoke(main, ["summary", "-q", str(log)])
     assert result.exit_code == 0, result.output
-    assert (
-        "step time   steady pace (total time over iterations: a coarse clock) 0.8393 s over "
-        "150 records"
-    ) in result.stdout
+    found = re.search(
+        r"step time   steady pace \(total time over iterations of a cumulative clock\) "
+        r"([0-9.]+) s over 150 records",
+        result.stdout,
+    )
+    assert found is not None, result.stdout
+    # within r / (10 * interval) of the truth: tqdm's own rate (0.84s/it) or the clock's total
+    assert float(found.group(1)) == pytest.approx(0.84, abs=1.0 / 100)
 
 
 def test_a_drift_on_a_coarse_clock_is_measured_on_its_cumulative_clock() -> None:
@@ -276,8 +281,9 @@ def test_a_real_trainer_log_timed_by_tqdm_per_step(shared_logs: Path) -> None:
     [00:15<00:53,  1.85s/it] 30%|███       | 12/40 [00:18<00:58,  2.08s/it]`), 40 steps in
     34 s. Read as a median of readings it ran at 1.0 s a step over 17 records, the 18 steps
     that read 0 s untimed; on its whole-second clock, at 24 s / 36 steps, with the steps
-    that took 3 s (11, 12: the bar's rate falls to 2.08 s/it) and 4 s (21, after the
-    evaluation at 20) slow."""
+    that took 3 s (11) and 4 s (21, after the evaluation at 20) slow. Step 12 is timed by
+    the bar's own (smoothed) rate, 2.08 s/it, which its clock (3 s) agrees with to a tick:
+    its excess over the local baseline (1.3 s) is less than the tick the source states."""
     result = CliRunner().invoke(
         main, ["summary", "-q", "--json", str(shared_logs / "excerpts" / "hf_trainer_5.txt")]
     )
@@ -286,5 +292,5 @@ def test_a_real_trainer_log_timed_by_tqdm_per_step(shared_logs: Path) -> None:
     assert [c["resolution_s"] for c in doc["clocks"]] == [1.0]
     assert doc["step_time_s"]["pace_method"] == "cumulative_clock"
     assert doc["step_time_s"]["median"] == pytest.approx(24 / 36, abs=1 / 36)
-    assert {s["iteration"] for s in doc["slow_steps"]} == {11, 12, 21}
+    assert {s["iteration"] for s in doc["slow_steps"]} == {11, 21}
     assert not [w for w in doc["warnings"] if "no usable step time" in w]

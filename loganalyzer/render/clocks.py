@@ -24,7 +24,7 @@ def clock_notes(clocks: Sequence[SourceClock]) -> list[str]:
 def pace_note(method: object) -> str | None:
     """How a steady pace not taken as a median of records was taken (None for a median)."""
     if method == "cumulative_clock":
-        return "total time over iterations: a coarse clock"
+        return "total time over iterations of a cumulative clock"
     return None
 
 
