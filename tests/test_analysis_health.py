@@ -44,3 +44,16 @@ def test_timer_breakdown_lists_leaves_with_their_share_of_the_step() -> None:
         ("forward-compute", 300.0, 0.3),
         ("optimizer", 100.0, 0.1),
     ]
+
+
+def test_timers_run_outside_an_iteration_take_no_share_of_the_step() -> None:
+    """Megatron-core prints `save-checkpoint ...: (30421.34, 30421.36)` among the timers of
+    the iteration after a save (modelscope/ms-swift tests/custom/test_megatron.py, in
+    fixtures/corpus/megatron/core_2024_swift_qwen2_0_5b_dp2.log): a 30 s save is no 4,226 %
+    of a 0.7 s step."""
+    metrics = timer_metrics(
+        [10, 20],
+        {"forward-backward": [600.0] * 2, "save-checkpoint": [30421.34] * 2},
+    )
+    shares = timer_shares(timers_of(metrics).medians, 720.0)
+    assert shares["phase"].to_list() == ["forward-backward"]

@@ -7,10 +7,7 @@ W&B run whose history was logged after the fact, and on every shared log and fix
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from loganalyzer.model import Run, SourceInfo, empty_metrics
 from loganalyzer.summary import build_summary
 from tests.analysis_factories import START, make_table
 from tests.conftest import FIXTURES, SHARED
+from tests.wandb_offline import write_offline_run
 
 SHARED_LOGS = SHARED / "logs"
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -226,19 +224,7 @@ run.finish()
 
 @pytest.fixture(scope="module")
 def after_the_fact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    scratch = tmp_path_factory.mktemp("wandb")
-    env = dict(
-        os.environ,
-        WANDB_MODE="offline",
-        WANDB_SILENT="true",
-        WANDB_CONSOLE="off",
-        WANDB_DIR=str(scratch),
-        WANDB_CACHE_DIR=str(scratch / "cache"),
-        WANDB_CONFIG_DIR=str(scratch / "config"),
-    )
-    subprocess.run([sys.executable, "-c", AFTER_THE_FACT], env=env, check=True, timeout=120)
-    (path,) = (scratch / "wandb").glob("offline-run-*/run-*.wandb")
-    return path
+    return write_offline_run(AFTER_THE_FACT, tmp_path_factory.mktemp("wandb"))
 
 
 def _summary(*args: str) -> tuple[dict[str, Any], str]:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +14,7 @@ from loganalyzer.cli import main
 from loganalyzer.parsers.wandb import WandbParser
 from loganalyzer.parsers.wandb.transaction_log import BLOCK, read_log
 from tests.conftest import FIXTURES, ROOT, assert_golden
+from tests.wandb_offline import write_offline_run
 
 SCRIPT = """
 import wandb
@@ -30,19 +28,7 @@ run.finish()
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    scratch = tmp_path_factory.mktemp("wandb")
-    env = dict(
-        os.environ,
-        WANDB_MODE="offline",
-        WANDB_SILENT="true",
-        WANDB_CONSOLE="off",
-        WANDB_DIR=str(scratch),
-        WANDB_CACHE_DIR=str(scratch / "cache"),
-        WANDB_CONFIG_DIR=str(scratch / "config"),
-    )
-    subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=True, timeout=120)
-    (path,) = (scratch / "wandb").glob("offline-run-*/run-*.wandb")
-    return path
+    return write_offline_run(SCRIPT, tmp_path_factory.mktemp("wandb"))
 
 
 def test_current_wandb_offline_run_is_read_back_exactly(offline_run: Path) -> None:

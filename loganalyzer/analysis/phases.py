@@ -67,6 +67,17 @@ PARENT = {
         ("backward-inner", "backward-allreduce", "backward-reduce-scatter"), "backward"
     ),
 }
+# Timers Megatron-LM runs outside an iteration, printed at the iteration after which they ran
+# (a save) or once per launch (its start-up): they take no share of a step.
+OUTSIDE_STEP = frozenset(
+    {
+        "save-checkpoint",
+        "save-checkpoint-non-persistent",
+        "load-checkpoint",
+        "model-and-optimizer-setup",
+        "train/valid/test-data-iterators-setup",
+    }
+)
 # A child must explain this share of its parent's growth to be named as the detail.
 CHILD_SHARE = 0.5
 
