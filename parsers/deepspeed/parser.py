@@ -17,7 +17,12 @@ from loganalyzer.model import (
     conform_table,
 )
 from loganalyzer.parsers.deepspeed import lines
-from loganalyzer.parsers.deepspeed.config import engine_config, gpu_count, json_config
+from loganalyzer.parsers.deepspeed.config import (
+    engine_config,
+    gpu_count,
+    json_config,
+    pipeline_width,
+)
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
@@ -70,15 +75,12 @@ QUIET_LOG = (
 )
 
 
-# The pipeline engine's per-rank layout line (`RANK=0 STAGE=0 LAYERS=... STAGE_PARAMS=...`).
-STAGES = "STAGE_PARAMS="
-
-
 # What the step times rest on, when not the step= lines with the ThroughputTimer.
-def _stamped(lines: str, first: str) -> str:
+def _stamped(lines: str, first: str, resolution: float | None) -> str:
     """The note on step times read from logger timestamps, for want of the batch size."""
+    clock = "whole seconds" if resolution else "1 ms resolution"
     return (
-        f"step times from the logger timestamps of consecutive {lines} lines (1 ms resolution;"
+        f"step times from the logger timestamps of consecutive {lines} lines ({clock};"
         f" the first {first} of each launch has none): CurrSamplesPerSec needs"
         " train_batch_size, which neither the engine printout nor a ds_config*.json beside the"
         ' log gives ("log_level": "info" prints it)'
@@ -141,8 +143,9 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {NO_PRINTOUT}")
         if KEY_VALUE_ITERATION.search(read_head(path)):
             warnings.append(f"{source}: {KEY_VALUE_NOTE}")
-        pipelined = parts["pipeline"].height > 0 or STAGES in read_head(path)
-        gpus, note = gpu_count(parts["config"], config, pipelined, source)
+        pipelined = parts["pipeline"].height > 0 or parts["stages"].height > 0
+        width = pipeline_width(parts["stages"], parts["starts"]) if pipelined else None
+        gpus, note = gpu_count(parts["config"], config, width or 0 if pipelined else None, source)
         if gpus is not None:
             config["num_gpus"] = gpus
         if note:
@@ -154,7 +157,7 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {note}")
         batch = config.get("global_batch_size")
         accumulation = config.get("gradient_accumulation_steps")
-        table, notes = _records(
+        table, notes, resolution = _records(
             parts,
             batch.value if batch else None,
             accumulation.value if accumulation else None,
@@ -173,7 +176,7 @@ class DeepSpeedParser:
             config=config,
             table=table,
             metrics=metrics,
-            sources=[SourceInfo(source, self.name, table.height)],
+            sources=[SourceInfo(source, self.name, table.height, resolution)],
             warnings=warnings,
         )
 
@@ -187,6 +190,7 @@ _EXTRACTORS = {
     "config": lines.engine_config,
     "profiler": lines.profiler_rows,
     "starts": lines.engine_starts,
+    "stages": lines.stage_lines,
 }
 
 
@@ -197,15 +201,19 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     sections = frame.filter(pl.col("text").str.contains_any(['"fp16"', '"bf16"', '"bfloat16"']))
     if sections.height:  # the printed JSON's lines: their next line is needed too
         found["config"] = pl.concat([found["config"], lines.json_precision(frame)])
+    if found["starts"].height:  # a printout without the logger: its rows carry no marker
+        found["config"] = pl.concat([found["config"], lines.plain_printout(frame)])
     return found
 
 
 def _records(
     parts: dict[str, pl.DataFrame], batch: object, accumulation: object, source: str
-) -> tuple[pl.DataFrame, list[str]]:
-    """The per-iteration table from the best lines the log has, and notes on what the step
-    times rest on: step lines with their ThroughputTimer report, else the pipeline engine's
-    lines, else the ThroughputTimer's own reports, else the per-step timers."""
+) -> tuple[pl.DataFrame, list[str], float | None]:
+    """The per-iteration table from the best lines the log has, notes on what the step
+    times rest on (step lines with their ThroughputTimer report, else the pipeline engine's
+    lines, else the ThroughputTimer's own reports, else the per-step timers) and the
+    resolution of their clock when it is coarse (whole-second logger timestamps)."""
+    resolution = None
     starts = parts["starts"]
     steps = _launches(parts["steps"].filter(pl.col("iteration") > 0), starts)
     pipeline = _launches(parts["pipeline"], starts)
@@ -231,7 +239,8 @@ def _records(
             notes = []
         elif not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes = [_stamped("step=", "step")]
+            resolution = stamp_resolution(records["stamp"])
+            notes = [_stamped("step=", "step", resolution)]
         elif not _has_batch(batch):
             notes = [UNTIMED]
         else:
@@ -250,7 +259,8 @@ def _records(
         notes.append(TIMER_ONLY)
         if not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes.append(_stamped("ThroughputTimer", "report"))
+            resolution = stamp_resolution(records["stamp"])
+            notes.append(_stamped("ThroughputTimer", "report", resolution))
         elif not _has_batch(batch):
             notes.append(UNTIMED)
     else:
@@ -261,7 +271,7 @@ def _records(
                 " (step time = fwd + bwd + step; data loading and the rest of the loop are not"
                 " included; steps counted from 1 as the log has no step lines)"
             ]
-    return _table(records, source), notes
+    return _table(records, source), notes, resolution
 
 
 def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | None, str]:
@@ -382,6 +392,17 @@ def _micro_steps(throughput: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame
     return ordered.with_columns(micro_total=micro + carried.cum_sum().over("relaunch")).drop(
         "engine", "relaunch"
     )
+
+
+# A logger timestamp with a fraction of a second: the logger prints milliseconds (`,827`).
+FRACTION = r"[,.]\d+$"
+
+
+def stamp_resolution(stamps: pl.Series) -> float | None:
+    """The clock resolution of logger timestamps, when coarse enough to matter: 1 s when a
+    stamp prints whole seconds (the 2020 logger), None for milliseconds."""
+    printed = stamps.drop_nulls()
+    return 1.0 if printed.len() and not printed.str.contains(FRACTION).all() else None
 
 
 def _stamped_step_times() -> pl.Expr:
