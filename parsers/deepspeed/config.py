@@ -27,6 +27,10 @@ ENGINE_NAMES = {
 }
 
 
+# DeepSpeed-Chat's own statements (`lines.chat_facts`): used where the engine states nothing.
+CHAT_NAMES = {"chat_max_seq_len": "seq_length", "chat_micro_batch": "micro_batch_size"}
+
+
 # The printout's precision flags (`fp16_enabled True`; DeepSpeed >= 0.15 prints the sections,
 # `float16_config enabled=True ...`) and the printed JSON's sections (`lines.json_precision`).
 PRECISION_FLAGS = (
@@ -49,9 +53,12 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
     """The first printout's values (a relaunch prints the same again), with file and line."""
     config: dict[str, ConfigValue] = {}
     precision: dict[str, tuple[bool, int]] = {}
-    for line, key, raw in rows.select("line", "key", "value").iter_rows():
+    chat: dict[str, ConfigValue] = {}
+    for line, key, raw in rows.select("line", "key", "value").sort("line").iter_rows():
         where = Provenance("log", source, line)
-        if key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
+        if key in CHAT_NAMES and CHAT_NAMES[key] not in chat:
+            chat[CHAT_NAMES[key]] = ConfigValue(typed(raw), where)
+        elif key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
             config[ENGINE_NAMES[key]] = ConfigValue(typed(raw), where)
         elif key in PRECISION_FLAGS:
             enabled = _enabled(raw)
@@ -66,6 +73,8 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
         if precision:
             line = min(line for _, line in precision.values())
             config["dtype"] = ConfigValue("fp32", Provenance("log", source, line))
+    for key, value in chat.items():
+        config.setdefault(key, value)
     return config
 
 

@@ -26,6 +26,8 @@ CANDIDATES = (
     "loss scale",
     "configuration:",
     "STAGE_PARAMS=",
+    "--max_seq_len",
+    "Sequence Length: ",
 )
 
 # The logger's prefix `[2026-11-22 00:19:05,827] [INFO] [logging.py:123:log_dist] `.
@@ -66,6 +68,20 @@ GROUPS = r"\bself\.(dp_world_size|mp_world_size|seq_dp_world_size|sequence_paral
 # the rank's model-parallel group (its stages x tensor slices). Newer versions break the
 # line after `STAGE={}/{}`, so RANK may be on a line before.
 STAGE_PARAMS = r"(?:RANK=(\d+) .*)?STAGE_PARAMS=(\d+) \([^)]*\) TOTAL_PARAMS=(\d+)"
+# DeepSpeed-Chat (DeepSpeedExamples applications/DeepSpeed-Chat): its scripts' arguments on a
+# launch command echoed into the log (DeepSpeed's runner logs `cmd = ... main.py --data_path
+# ... --max_seq_len 512 ...`; scripts echo `cmd = deepspeed main.py ...`), and the throughput
+# line steps 1 and 2 print after each micro-step (dschat/utils/perf.py print_throughput):
+# `Model Parameters: {} B, Latency: {:.2f}s, TFLOPs: {:.2f}, Samples/sec: {:.2f}, Time/seq
+# {:.2f}s, Batch Size: {per_device_train_batch_size}, Sequence Length: {max_seq_len}`.
+CHAT_ARGUMENTS = {
+    "chat_max_seq_len": r"\.py\s.*?--max_seq_len[= ](\d+)\b",
+    "chat_micro_batch": r"\.py\s.*?--per_device_train_batch_size[= ](\d+)\b",
+}
+CHAT_THROUGHPUT = (
+    r"Model Parameters: .*?, Latency: [\d.]+s, TFLOPs: [\d.]+, Samples/sec: [\d.]+,"
+    r" Time/seq [\d.]+s, Batch Size: (\d+), Sequence Length: (\d+)"
+)
 PROFILE_STEP = r"Profile Summary at step (\d+):"
 # `label:   value unit` rows of the profiler's summary, as printed (`{:<70}  {:<8}`).
 PROFILE_ROW = r"^(world size|data parallel size|model parallel size|batch size per GPU|params per GPU|fwd latency|bwd latency|step latency|iter latency|samples/second|FLOPS per GPU = 3 \* fwd flops per GPU / iter latency|fwd\+bwd FLOPS per GPU = 3 \* fwd flops per GPU / \(fwd\+bwd latency\)):\s+(.*?)\s*$"  # noqa: E501
@@ -178,6 +194,26 @@ def pipeline_lines(frame: pl.DataFrame) -> pl.DataFrame:
         step_time_s=m.field("3").cast(pl.Float64, strict=False),
         samples_per_s=m.field("4").cast(pl.Float64, strict=False),
     )
+
+
+def chat_facts(frame: pl.DataFrame) -> pl.DataFrame:
+    """DeepSpeed-Chat's sequence length and per-GPU batch, as (line, key, value) rows: from an
+    echoed launch command's arguments and from its throughput lines (`chat_throughput`
+    marks that the log has them)."""
+    rows = [
+        _matching(frame, pattern, ".py").select(
+            "line", key=pl.lit(key), value=pl.col("m").struct.field("1")
+        )
+        for key, pattern in CHAT_ARGUMENTS.items()
+    ]
+    printed = _matching(frame, CHAT_THROUGHPUT, "Sequence Length: ")
+    m = pl.col("m").struct
+    rows += [
+        printed.select("line", key=pl.lit("chat_micro_batch"), value=m.field("1")),
+        printed.select("line", key=pl.lit("chat_max_seq_len"), value=m.field("2")),
+        printed.select("line", key=pl.lit("chat_throughput"), value=pl.lit("")),
+    ]
+    return pl.concat(rows)
 
 
 def stage_lines(frame: pl.DataFrame) -> pl.DataFrame:

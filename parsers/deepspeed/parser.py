@@ -87,6 +87,13 @@ def _stamped(lines: str, first: str, resolution: float | None) -> str:
     )
 
 
+# Why DeepSpeed-Chat's own TFLOPs figure is not the reported TFLOPS per GPU.
+CHAT_TFLOPS = (
+    "DeepSpeed-Chat's `TFLOPs:` figures (its `Model Parameters: ..., Latency: ...` lines) are"
+    " not taken as the reported TFLOPS per GPU: dschat/utils/perf.py divides the FLOPs of one"
+    " GPU's batch by the micro-step's latency x the world size, which is the per-GPU figure"
+    " only on one GPU"
+)
 UNTIMED = (
     "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither the engine"
     ' printout nor a ds_config*.json beside the log gives ("log_level": "info" prints it)'
@@ -141,6 +148,8 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {QUIET_LOG}")
             elif not from_json:
                 warnings.append(f"{source}: {NO_PRINTOUT}")
+        if (parts["config"]["key"] == "chat_throughput").any():
+            warnings.append(f"{source}: {CHAT_TFLOPS}")
         if KEY_VALUE_ITERATION.search(read_head(path)):
             warnings.append(f"{source}: {KEY_VALUE_NOTE}")
         pipelined = parts["pipeline"].height > 0 or parts["stages"].height > 0
@@ -181,13 +190,19 @@ class DeepSpeedParser:
         )
 
 
+def _config_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The engine's statements of its config and DeepSpeed-Chat's, as (line, key, value)."""
+    rows: pl.DataFrame = pl.concat([lines.engine_config(frame), lines.chat_facts(frame)])
+    return rows
+
+
 _EXTRACTORS = {
     "steps": lines.step_lines,
     "throughput": lines.throughput_lines,
     "pipeline": lines.pipeline_lines,
     "scales": lines.loss_scale_lines,
     "timers": lines.timer_lines,
-    "config": lines.engine_config,
+    "config": _config_rows,
     "profiler": lines.profiler_rows,
     "starts": lines.engine_starts,
     "stages": lines.stage_lines,
