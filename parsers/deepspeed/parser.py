@@ -260,13 +260,7 @@ def _records(
             notes = [UNTIMED]
         else:
             notes = []
-        records = records.with_columns(
-            skipped_iterations=pl.col("skipped_total")
-            .diff()
-            .over("launch")
-            .fill_null(0)
-            .clip(lower_bound=0)
-        )
+        records = records.with_columns(skipped_iterations=_skipped_per_record())
     elif pipeline.height:
         records, notes = pipeline, []
     elif timer.height:
@@ -287,6 +281,18 @@ def _records(
                 " included; steps counted from 1 as the log has no step lines)"
             ]
     return _table(records, source), notes, resolution
+
+
+def _skipped_per_record() -> pl.Expr:
+    """The steps each record's interval skipped, from the engine's running count (`skipped=`).
+    A launch's first record has it all when it covers the steps from 0 (its step is no more
+    than the launch's usual steps between records: a fresh start, whose count began at 0);
+    a log that begins mid-run, or a resumed launch (the count comes back from the checkpoint),
+    has no count to start from, and its first record is taken to have skipped none."""
+    total, iteration = pl.col("skipped_total"), pl.col("iteration")
+    typical = iteration.diff().over("launch").drop_nulls().mode().min().over("launch")
+    first = pl.when(iteration <= typical).then(total)
+    return pl.coalesce(total.diff().over("launch").clip(lower_bound=0), first, pl.lit(0))
 
 
 def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | None, str]:
