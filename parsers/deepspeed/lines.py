@@ -307,6 +307,7 @@ PRINTOUT_HEADINGS = ["DeepSpeedEngine configuration:", "DeepSpeedLight configura
 # value))`, dots to column 29): `  train_batch_size ............. 4`, and with no dots for a
 # name of 29 characters or more, `  train_micro_batch_size_per_gpu  4`; behind a pdsh label
 # (`worker-0:   train_batch_size ...`) as well; an empty value prints dots alone.
+PRINTOUT_SPAN = 400  # lines after a heading that may be its rows (2020 printed about 25)
 PLAIN_ROW = r"^(?:[\w.-]+: )?  (\w+) (?:\.+ ?|\s)(.*?)\s*$"
 
 
@@ -320,17 +321,16 @@ def plain_printout(frame: pl.DataFrame) -> pl.DataFrame:
     before 0.3), as (line, key, value): the rows right after the heading, to the first line
     that is not one (`  json = {`). Only there: Megatron's `arguments:` dump has the same
     rows, and its `world_size` is not DeepSpeed's. A printout cut by a chunk's end is read
-    to the cut."""
+    to the cut; only the lines just after a heading are tried (a printout has fewer)."""
     text = clean(strip_launcher(pl.col("text")))
-    rows = frame.select(
-        "line",
-        head=text.str.contains_any(PRINTOUT_HEADINGS) & ~text.str.contains(":print]", literal=True),
-        m=text.str.extract_groups(PLAIN_ROW),
-    )
+    plain = text.str.contains_any(PRINTOUT_HEADINGS) & ~text.str.contains(":print]", literal=True)
+    heads = frame.filter(plain).select("line", head_line="line").sort("line")
+    near = frame.sort("line").join_asof(heads, on="line", strategy="backward")
+    near = near.filter(pl.col("line") - pl.col("head_line") < PRINTOUT_SPAN)
+    rows = near.select("line", "head_line", m=text.str.extract_groups(PLAIN_ROW))
     is_row = pl.col("m").struct.field("1").is_not_null()
-    block = pl.col("head").cum_sum()
-    ended = (~is_row & ~pl.col("head")).cum_sum().over(block)
-    return rows.filter((block > 0) & is_row & (ended == 0)).select(
+    ended = (~is_row & (pl.col("line") != pl.col("head_line"))).cum_sum().over("head_line")
+    return rows.filter(is_row & (ended == 0)).select(
         "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
     )
 
