@@ -27,6 +27,7 @@ CANDIDATES = (
     "configuration:",
     "STAGE_PARAMS=",
     "--max_seq_len",
+    "--per_device_train_batch_size",
     "Sequence Length: ",
 )
 
@@ -74,10 +75,15 @@ STAGE_PARAMS = r"(?:RANK=(\d+) .*)?STAGE_PARAMS=(\d+) \([^)]*\) TOTAL_PARAMS=(\d
 # line steps 1 and 2 print after each micro-step (dschat/utils/perf.py print_throughput):
 # `Model Parameters: {} B, Latency: {:.2f}s, TFLOPs: {:.2f}, Samples/sec: {:.2f}, Time/seq
 # {:.2f}s, Batch Size: {per_device_train_batch_size}, Sequence Length: {max_seq_len}`.
-CHAT_ARGUMENTS = {
-    "chat_max_seq_len": r"\.py\s.*?--max_seq_len[= ](\d+)\b",
-    "chat_micro_batch": r"\.py\s.*?--per_device_train_batch_size[= ](\d+)\b",
-}
+# (pattern, key, the literal a line needs first)
+CHAT_ARGUMENTS = (
+    (r"\.py\s.*?--max_seq_len[= ](\d+)\b", "chat_max_seq_len", "--max_seq_len"),
+    (
+        r"\.py\s.*?--per_device_train_batch_size[= ](\d+)\b",
+        "chat_micro_batch",
+        "--per_device_train_batch_size",
+    ),
+)
 CHAT_THROUGHPUT = (
     r"Model Parameters: .*?, Latency: [\d.]+s, TFLOPs: [\d.]+, Samples/sec: [\d.]+,"
     r" Time/seq [\d.]+s, Batch Size: (\d+), Sequence Length: (\d+)"
@@ -201,10 +207,10 @@ def chat_facts(frame: pl.DataFrame) -> pl.DataFrame:
     echoed launch command's arguments and from its throughput lines (`chat_throughput`
     marks that the log has them)."""
     rows = [
-        _matching(frame, pattern, ".py").select(
+        _matching(frame, pattern, literal).select(
             "line", key=pl.lit(key), value=pl.col("m").struct.field("1")
         )
-        for key, pattern in CHAT_ARGUMENTS.items()
+        for pattern, key, literal in CHAT_ARGUMENTS
     ]
     printed = _matching(frame, CHAT_THROUGHPUT, "Sequence Length: ")
     m = pl.col("m").struct
