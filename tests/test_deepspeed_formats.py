@@ -25,9 +25,34 @@ def test_the_loss_scale_is_the_last_one_printed(tmp_path: Path) -> None:
     table = run.table
     assert table["iteration"].to_list() == [10, 20, 30, 40]
     assert table["loss_scale"].to_list() == [4194304.0, 32768.0, 32768.0, 32768.0]
-    assert table["skipped_iterations"].to_list()[1:] == [7, 0, 0]
+    # the ten skips before step 10 are the first record's: the run starts there from step 0
+    assert table["skipped_iterations"].to_list() == [10, 7, 0, 0]
     # no batch size anywhere: the step times come from the step lines' timestamps
     assert table["step_time_s"].to_list()[1:] == pytest.approx([0.0741, 0.0924, 0.0925])
+
+
+def _step_lines(steps: tuple[int, ...], skipped: tuple[int, ...]) -> str:
+    """`[Rank 0] step={}, skipped={}, lr={}, mom={}` (runtime/engine.py _report_progress)."""
+    return "".join(
+        f"[2023-08-02 00:41:{n:02d},000] [INFO] [logging.py:96:log_dist] [Rank 0] step={s},"
+        f" skipped={k}, lr=[0.0001], mom=[(0.9, 0.999)]\n"
+        for n, (s, k) in enumerate(zip(steps, skipped, strict=True))
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "skipped", "per_record"),
+    [
+        ((10, 20, 30), (3, 5, 5), [3, 2, 0]),  # from step 0: the first record's 3 are its own
+        ((1010, 1020, 1030), (12, 14, 14), [0, 2, 0]),  # mid-run: 12 counted before the log
+    ],
+)
+def test_a_launchs_first_record_counts_its_skips_only_from_step_0(
+    tmp_path: Path, steps: tuple[int, ...], skipped: tuple[int, ...], per_record: list[int]
+) -> None:
+    path = tmp_path / "train.log"
+    path.write_text(_step_lines(steps, skipped))
+    assert _run(path).table["skipped_iterations"].to_list() == per_record
 
 
 def test_a_log_before_its_first_overflow_has_the_scale_that_overflow_started_from(

@@ -27,6 +27,10 @@ ENGINE_NAMES = {
 }
 
 
+# DeepSpeed-Chat's own statements (`lines.chat_facts`): used where the engine states nothing.
+CHAT_NAMES = {"chat_max_seq_len": "seq_length", "chat_micro_batch": "micro_batch_size"}
+
+
 # The printout's precision flags (`fp16_enabled True`; DeepSpeed >= 0.15 prints the sections,
 # `float16_config enabled=True ...`) and the printed JSON's sections (`lines.json_precision`).
 PRECISION_FLAGS = (
@@ -49,9 +53,12 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
     """The first printout's values (a relaunch prints the same again), with file and line."""
     config: dict[str, ConfigValue] = {}
     precision: dict[str, tuple[bool, int]] = {}
-    for line, key, raw in rows.select("line", "key", "value").iter_rows():
+    chat: dict[str, ConfigValue] = {}
+    for line, key, raw in rows.select("line", "key", "value").sort("line").iter_rows():
         where = Provenance("log", source, line)
-        if key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
+        if key in CHAT_NAMES and CHAT_NAMES[key] not in chat:
+            chat[CHAT_NAMES[key]] = ConfigValue(typed(raw), where)
+        elif key in ENGINE_NAMES and ENGINE_NAMES[key] not in config:
             config[ENGINE_NAMES[key]] = ConfigValue(typed(raw), where)
         elif key in PRECISION_FLAGS:
             enabled = _enabled(raw)
@@ -66,11 +73,24 @@ def engine_config(rows: pl.DataFrame, source: str) -> dict[str, ConfigValue]:
         if precision:
             line = min(line for _, line in precision.values())
             config["dtype"] = ConfigValue("fp32", Provenance("log", source, line))
+    for key, value in chat.items():
+        config.setdefault(key, value)
     return config
 
 
 # The engine's groups summary (DeepSpeed >= 0.17): sizes of its process groups.
 GROUP_SIZES = ("dp_world_size", "mp_world_size", "seq_dp_world_size", "sequence_parallel_size")
+
+
+def _pipeline_gpus(dp: int, width: int) -> str:
+    """The note on a pipelined run's GPU count: what it rests on."""
+    return (
+        f"GPU count = the engine printout's world_size {dp} (the data-parallel size) x {width},"
+        " the ranks of the pipeline engine's model-parallel group (their STAGE_PARAMS add up to"
+        " its TOTAL_PARAMS)"
+    )
+
+
 # The GPU count read from the printout's world_size, and what that rests on.
 DP_AS_GPUS = (
     "GPU count from the engine printout's world_size, which is the data-parallel size: no"
@@ -78,15 +98,40 @@ DP_AS_GPUS = (
 )
 
 
+def pipeline_width(stages: pl.DataFrame, starts: pl.DataFrame) -> int | None:
+    """The size of the pipeline engine's model-parallel group (stages x tensor slices), from
+    its first launch's layout lines: each rank of the group prints its own parameters and
+    the group's sum (TOTAL_PARAMS), so when the ranks printed add up to that sum they are
+    the whole group. None when they do not (a line missing, another node's file)."""
+    if stages.height == 0:
+        return None
+    second = starts["line"].sort().gather(1) if starts.height > 1 else None
+    first = stages if second is None else stages.filter(pl.col("line") < second[0])
+    if first.height == 0 or first["total_params"].n_unique() != 1:
+        return None
+    # the copies of a rank's line (pdsh, tee) come once; a line without its rank counts alone
+    ranked = first["stage_rank"].null_count() == 0
+    ranks = first.unique("stage_rank") if ranked else first
+    total = int(first["total_params"][0])
+    return ranks.height if total > 0 and int(ranks["stage_params"].sum()) == total else None
+
+
 def gpu_count(
-    rows: pl.DataFrame, config: dict[str, ConfigValue], pipelined: bool, source: str
+    rows: pl.DataFrame, config: dict[str, ConfigValue], pipeline: int | None, source: str
 ) -> tuple[ConfigValue | None, str | None]:
     """The GPU count where the launcher's `dist_world_size` is missing: the groups summary's
     (sequence-)data-parallel size x model-parallel size, else the printout's `world_size`
-    (data-parallel) when nothing shows model parallelism (a note says so). The pipeline
-    engine's stages are in neither: a pipelined run's count stays unknown."""
-    if "num_gpus" in config or pipelined:
+    (data-parallel) when nothing shows model parallelism (a note says so). A pipelined run
+    (`pipeline` = 0 when the width of its model-parallel group is unknown) has the printout's
+    data-parallel size x that width (`pipeline_width`), else its count stays unknown."""
+    if "num_gpus" in config or pipeline == 0:
         return None, None
+    if pipeline is not None:
+        world = config.get("data_parallel_size")
+        if world is None or not isinstance(world.value, int) or world.value < 1:
+            return None, None
+        note = _pipeline_gpus(world.value, pipeline)
+        return ConfigValue(world.value * pipeline, world.provenance), note
     sizes: dict[str, tuple[int, int]] = {}
     for line, key, raw in rows.filter(pl.col("key").is_in(GROUP_SIZES)).iter_rows():
         if raw.isdigit():

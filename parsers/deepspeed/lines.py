@@ -24,10 +24,18 @@ CANDIDATES = (
     "samples/second:",
     "world size:",
     "loss scale",
+    "configuration:",
+    "STAGE_PARAMS=",
+    "--max_seq_len",
+    "--per_device_train_batch_size",
+    "Sequence Length: ",
 )
 
 # The logger's prefix `[2026-11-22 00:19:05,827] [INFO] [logging.py:123:log_dist] `.
 LOGGER_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)\] \[[A-Z]+\] \[[^\]]*\]"
+# DeepSpeed's logger of 2020 (0.1-0.2, deepspeed.pt): level first, whole seconds, as in
+# its CIFAR-10 tutorial's output and issue #255: `[INFO 2020-02-06 19:53:56] 0/50, ...`.
+LEGACY_STAMP = r"\[[A-Z]+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
 
 STEP = r"\bstep=(\d+), skipped=(\d+), lr=\[([^\],]*)"
 # The ThroughputTimer's line in every wording it has had (deepspeed/utils/timer.py):
@@ -55,6 +63,31 @@ ENGINE_CONFIG = r"\[config\.py:\d+:print\]\s+(\w+) \.*\s(.*?)\s*$"
 WORLD = r"\bdist_world_size=(\d+)"
 # The engine's `distributed groups summary` (DeepSpeed >= 0.17, rank 0): `\t self.dp_world_size=8`.
 GROUPS = r"\bself\.(dp_world_size|mp_world_size|seq_dp_world_size|sequence_parallel_size)=(\d+)"
+# The pipeline engine's layout line, printed by each rank of the first data-parallel group
+# (runtime/pipe/engine.py): `RANK=0 STAGE=0 LAYERS=22 [0, 22) STAGE_PARAMS=57044810
+# (57.045M) TOTAL_PARAMS=57044810 (57.045M) UNIQUE_PARAMS=...`, TOTAL_PARAMS summed over
+# the rank's model-parallel group (its stages x tensor slices). Newer versions break the
+# line after `STAGE={}/{}`, so RANK may be on a line before.
+STAGE_PARAMS = r"(?:RANK=(\d+) .*)?STAGE_PARAMS=(\d+) \([^)]*\) TOTAL_PARAMS=(\d+)"
+# DeepSpeed-Chat (DeepSpeedExamples applications/DeepSpeed-Chat): its scripts' arguments on a
+# launch command echoed into the log (DeepSpeed's runner logs `cmd = ... main.py --data_path
+# ... --max_seq_len 512 ...`; scripts echo `cmd = deepspeed main.py ...`), and the throughput
+# line steps 1 and 2 print after each micro-step (dschat/utils/perf.py print_throughput):
+# `Model Parameters: {} B, Latency: {:.2f}s, TFLOPs: {:.2f}, Samples/sec: {:.2f}, Time/seq
+# {:.2f}s, Batch Size: {per_device_train_batch_size}, Sequence Length: {max_seq_len}`.
+# (pattern, key, the literal a line needs first)
+CHAT_ARGUMENTS = (
+    (r"\.py\s.*?--max_seq_len[= ](\d+)\b", "chat_max_seq_len", "--max_seq_len"),
+    (
+        r"\.py\s.*?--per_device_train_batch_size[= ](\d+)\b",
+        "chat_micro_batch",
+        "--per_device_train_batch_size",
+    ),
+)
+CHAT_THROUGHPUT = (
+    r"Model Parameters: .*?, Latency: [\d.]+s, TFLOPs: [\d.]+, Samples/sec: [\d.]+,"
+    r" Time/seq [\d.]+s, Batch Size: (\d+), Sequence Length: (\d+)"
+)
 PROFILE_STEP = r"Profile Summary at step (\d+):"
 # `label:   value unit` rows of the profiler's summary, as printed (`{:<70}  {:<8}`).
 PROFILE_ROW = r"^(world size|data parallel size|model parallel size|batch size per GPU|params per GPU|fwd latency|bwd latency|step latency|iter latency|samples/second|FLOPS per GPU = 3 \* fwd flops per GPU / iter latency|fwd\+bwd FLOPS per GPU = 3 \* fwd flops per GPU / \(fwd\+bwd latency\)):\s+(.*?)\s*$"  # noqa: E501
@@ -85,7 +118,12 @@ def candidates(frame: pl.DataFrame) -> pl.DataFrame:
         frame.filter(text.str.contains_any(list(CANDIDATES)))
         .with_columns(launcher_rank(text))
         .with_columns(clean(strip_launcher(text)).alias("text"))
-        .with_columns(stamp=pl.col("text").str.extract(LOGGER_STAMP))
+        .with_columns(
+            stamp=pl.coalesce(
+                pl.col("text").str.extract(LOGGER_STAMP),
+                pl.col("text").str.extract(LEGACY_STAMP),
+            )
+        )
     )
 
 
@@ -164,6 +202,38 @@ def pipeline_lines(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def chat_facts(frame: pl.DataFrame) -> pl.DataFrame:
+    """DeepSpeed-Chat's sequence length and per-GPU batch, as (line, key, value) rows: from an
+    echoed launch command's arguments and from its throughput lines (`chat_throughput`
+    marks that the log has them)."""
+    rows = [
+        _matching(frame, pattern, literal).select(
+            "line", key=pl.lit(key), value=pl.col("m").struct.field("1")
+        )
+        for pattern, key, literal in CHAT_ARGUMENTS
+    ]
+    printed = _matching(frame, CHAT_THROUGHPUT, "Sequence Length: ")
+    m = pl.col("m").struct
+    rows += [
+        printed.select("line", key=pl.lit("chat_micro_batch"), value=m.field("1")),
+        printed.select("line", key=pl.lit("chat_max_seq_len"), value=m.field("2")),
+        printed.select("line", key=pl.lit("chat_throughput"), value=pl.lit("")),
+    ]
+    return pl.concat(rows)
+
+
+def stage_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The pipeline engine's layout lines: the rank (when on the line), its parameters and
+    its model-parallel group's."""
+    m = pl.col("m").struct
+    return _matching(frame, STAGE_PARAMS, "STAGE_PARAMS=", filled=("2",)).select(
+        "line",
+        stage_rank=m.field("1").cast(pl.Int64),
+        stage_params=m.field("2").cast(pl.Int64),
+        total_params=m.field("3").cast(pl.Int64),
+    )
+
+
 def timer_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """`time (ms) | name: value | ...` → one row per timer (`timer/<name>`, in ms). `is_step`
     marks the per-step report (it has `fwd:`), the others are micro-step or ZeRO timers.
@@ -236,11 +306,39 @@ def json_precision(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# The printout's heading: `DeepSpeedLight configuration:` (0.1-0.2, the engine's old name)
+# or `DeepSpeedEngine configuration:`, behind the logger's prefix from 0.3 on.
+PRINTOUT_HEADINGS = ["DeepSpeedEngine configuration:", "DeepSpeedLight configuration:"]
+# A row of a printout printed without the logger (`print('  {} {} {}'.format(arg, dots,
+# value))`, dots to column 29): `  train_batch_size ............. 4`, and with no dots for a
+# name of 29 characters or more, `  train_micro_batch_size_per_gpu  4`; behind a pdsh label
+# (`worker-0:   train_batch_size ...`) as well; an empty value prints dots alone.
+PRINTOUT_SPAN = 400  # lines after a heading that may be its rows (2020 printed about 25)
+PLAIN_ROW = r"^(?:[\w.-]+: )?  (\w+) (?:\.+ ?|\s)(.*?)\s*$"
+
+
 def engine_starts(frame: pl.DataFrame) -> pl.DataFrame:
-    """The lines where an engine starts (its `DeepSpeedEngine configuration:` printout)."""
-    return frame.filter(
-        pl.col("text").str.contains("DeepSpeedEngine configuration:", literal=True)
-    ).select("line")
+    """The lines where an engine starts (its configuration printout's heading)."""
+    return frame.filter(pl.col("text").str.contains_any(PRINTOUT_HEADINGS)).select("line")
+
+
+def plain_printout(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a configuration printout printed without the logger's prefix (DeepSpeed
+    before 0.3), as (line, key, value): the rows right after the heading, to the first line
+    that is not one (`  json = {`). Only there: Megatron's `arguments:` dump has the same
+    rows, and its `world_size` is not DeepSpeed's. A printout cut by a chunk's end is read
+    to the cut; only the lines just after a heading are tried (a printout has fewer)."""
+    text = clean(strip_launcher(pl.col("text")))
+    plain = text.str.contains_any(PRINTOUT_HEADINGS) & ~text.str.contains(":print]", literal=True)
+    heads = frame.filter(plain).select("line", head_line="line").sort("line")
+    near = frame.sort("line").join_asof(heads, on="line", strategy="backward")
+    near = near.filter(pl.col("line") - pl.col("head_line") < PRINTOUT_SPAN)
+    rows = near.select("line", "head_line", m=text.str.extract_groups(PLAIN_ROW))
+    is_row = pl.col("m").struct.field("1").is_not_null()
+    ended = (~is_row & (pl.col("line") != pl.col("head_line"))).cum_sum().over("head_line")
+    return rows.filter(is_row & (ended == 0)).select(
+        "line", key=pl.col("m").struct.field("1"), value=pl.col("m").struct.field("2")
+    )
 
 
 def profiler_rows(frame: pl.DataFrame) -> pl.DataFrame:

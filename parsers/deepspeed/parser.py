@@ -17,7 +17,12 @@ from loganalyzer.model import (
     conform_table,
 )
 from loganalyzer.parsers.deepspeed import lines
-from loganalyzer.parsers.deepspeed.config import engine_config, gpu_count, json_config
+from loganalyzer.parsers.deepspeed.config import (
+    engine_config,
+    gpu_count,
+    json_config,
+    pipeline_width,
+)
 from loganalyzer.sources import is_probably_binary, read_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
@@ -70,21 +75,25 @@ QUIET_LOG = (
 )
 
 
-# The pipeline engine's per-rank layout line (`RANK=0 STAGE=0 LAYERS=... STAGE_PARAMS=...`).
-STAGES = "STAGE_PARAMS="
-
-
 # What the step times rest on, when not the step= lines with the ThroughputTimer.
-def _stamped(lines: str, first: str) -> str:
+def _stamped(lines: str, first: str, resolution: float | None) -> str:
     """The note on step times read from logger timestamps, for want of the batch size."""
+    clock = "whole seconds" if resolution else "1 ms resolution"
     return (
-        f"step times from the logger timestamps of consecutive {lines} lines (1 ms resolution;"
+        f"step times from the logger timestamps of consecutive {lines} lines ({clock};"
         f" the first {first} of each launch has none): CurrSamplesPerSec needs"
         " train_batch_size, which neither the engine printout nor a ds_config*.json beside the"
         ' log gives ("log_level": "info" prints it)'
     )
 
 
+# Why DeepSpeed-Chat's own TFLOPs figure is not the reported TFLOPS per GPU.
+CHAT_TFLOPS = (
+    "DeepSpeed-Chat's `TFLOPs:` figures (its `Model Parameters: ..., Latency: ...` lines) are"
+    " not taken as the reported TFLOPS per GPU: dschat/utils/perf.py divides the FLOPs of one"
+    " GPU's batch by the micro-step's latency x the world size, which is the per-GPU figure"
+    " only on one GPU"
+)
 UNTIMED = (
     "step times unknown: CurrSamplesPerSec needs train_batch_size, which neither the engine"
     ' printout nor a ds_config*.json beside the log gives ("log_level": "info" prints it)'
@@ -139,10 +148,13 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {QUIET_LOG}")
             elif not from_json:
                 warnings.append(f"{source}: {NO_PRINTOUT}")
+        if (parts["config"]["key"] == "chat_throughput").any():
+            warnings.append(f"{source}: {CHAT_TFLOPS}")
         if KEY_VALUE_ITERATION.search(read_head(path)):
             warnings.append(f"{source}: {KEY_VALUE_NOTE}")
-        pipelined = parts["pipeline"].height > 0 or STAGES in read_head(path)
-        gpus, note = gpu_count(parts["config"], config, pipelined, source)
+        pipelined = parts["pipeline"].height > 0 or parts["stages"].height > 0
+        width = pipeline_width(parts["stages"], parts["starts"]) if pipelined else None
+        gpus, note = gpu_count(parts["config"], config, width or 0 if pipelined else None, source)
         if gpus is not None:
             config["num_gpus"] = gpus
         if note:
@@ -154,7 +166,7 @@ class DeepSpeedParser:
                 warnings.append(f"{source}: {note}")
         batch = config.get("global_batch_size")
         accumulation = config.get("gradient_accumulation_steps")
-        table, notes = _records(
+        table, notes, resolution = _records(
             parts,
             batch.value if batch else None,
             accumulation.value if accumulation else None,
@@ -173,9 +185,15 @@ class DeepSpeedParser:
             config=config,
             table=table,
             metrics=metrics,
-            sources=[SourceInfo(source, self.name, table.height)],
+            sources=[SourceInfo(source, self.name, table.height, resolution)],
             warnings=warnings,
         )
+
+
+def _config_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The engine's statements of its config and DeepSpeed-Chat's, as (line, key, value)."""
+    rows: pl.DataFrame = pl.concat([lines.engine_config(frame), lines.chat_facts(frame)])
+    return rows
 
 
 _EXTRACTORS = {
@@ -184,9 +202,10 @@ _EXTRACTORS = {
     "pipeline": lines.pipeline_lines,
     "scales": lines.loss_scale_lines,
     "timers": lines.timer_lines,
-    "config": lines.engine_config,
+    "config": _config_rows,
     "profiler": lines.profiler_rows,
     "starts": lines.engine_starts,
+    "stages": lines.stage_lines,
 }
 
 
@@ -197,15 +216,19 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     sections = frame.filter(pl.col("text").str.contains_any(['"fp16"', '"bf16"', '"bfloat16"']))
     if sections.height:  # the printed JSON's lines: their next line is needed too
         found["config"] = pl.concat([found["config"], lines.json_precision(frame)])
+    if found["starts"].height:  # a printout without the logger: its rows carry no marker
+        found["config"] = pl.concat([found["config"], lines.plain_printout(frame)])
     return found
 
 
 def _records(
     parts: dict[str, pl.DataFrame], batch: object, accumulation: object, source: str
-) -> tuple[pl.DataFrame, list[str]]:
-    """The per-iteration table from the best lines the log has, and notes on what the step
-    times rest on: step lines with their ThroughputTimer report, else the pipeline engine's
-    lines, else the ThroughputTimer's own reports, else the per-step timers."""
+) -> tuple[pl.DataFrame, list[str], float | None]:
+    """The per-iteration table from the best lines the log has, notes on what the step
+    times rest on (step lines with their ThroughputTimer report, else the pipeline engine's
+    lines, else the ThroughputTimer's own reports, else the per-step timers) and the
+    resolution of their clock when it is coarse (whole-second logger timestamps)."""
+    resolution = None
     starts = parts["starts"]
     steps = _launches(parts["steps"].filter(pl.col("iteration") > 0), starts)
     pipeline = _launches(parts["pipeline"], starts)
@@ -231,18 +254,13 @@ def _records(
             notes = []
         elif not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes = [_stamped("step=", "step")]
+            resolution = stamp_resolution(records["stamp"])
+            notes = [_stamped("step=", "step", resolution)]
         elif not _has_batch(batch):
             notes = [UNTIMED]
         else:
             notes = []
-        records = records.with_columns(
-            skipped_iterations=pl.col("skipped_total")
-            .diff()
-            .over("launch")
-            .fill_null(0)
-            .clip(lower_bound=0)
-        )
+        records = records.with_columns(skipped_iterations=_skipped_per_record())
     elif pipeline.height:
         records, notes = pipeline, []
     elif timer.height:
@@ -250,7 +268,8 @@ def _records(
         notes.append(TIMER_ONLY)
         if not _has_batch(batch) and records["stamp"].drop_nulls().len() > 1:
             records = records.with_columns(step_time_s=_stamped_step_times())
-            notes.append(_stamped("ThroughputTimer", "report"))
+            resolution = stamp_resolution(records["stamp"])
+            notes.append(_stamped("ThroughputTimer", "report", resolution))
         elif not _has_batch(batch):
             notes.append(UNTIMED)
     else:
@@ -261,7 +280,19 @@ def _records(
                 " (step time = fwd + bwd + step; data loading and the rest of the loop are not"
                 " included; steps counted from 1 as the log has no step lines)"
             ]
-    return _table(records, source), notes
+    return _table(records, source), notes, resolution
+
+
+def _skipped_per_record() -> pl.Expr:
+    """The steps each record's interval skipped, from the engine's running count (`skipped=`).
+    A launch's first record has it all when it covers the steps from 0 (its step is no more
+    than the launch's usual steps between records: a fresh start, whose count began at 0);
+    a log that begins mid-run, or a resumed launch (the count comes back from the checkpoint),
+    has no count to start from, and its first record is taken to have skipped none."""
+    total, iteration = pl.col("skipped_total"), pl.col("iteration")
+    typical = iteration.diff().over("launch").drop_nulls().mode().min().over("launch")
+    first = pl.when(iteration <= typical).then(total)
+    return pl.coalesce(total.diff().over("launch").clip(lower_bound=0), first, pl.lit(0))
 
 
 def _pipeline_batch(pipeline: pl.DataFrame, source: str) -> tuple[ConfigValue | None, str]:
@@ -382,6 +413,17 @@ def _micro_steps(throughput: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame
     return ordered.with_columns(micro_total=micro + carried.cum_sum().over("relaunch")).drop(
         "engine", "relaunch"
     )
+
+
+# A logger timestamp with a fraction of a second: the logger prints milliseconds (`,827`).
+FRACTION = r"[,.]\d+$"
+
+
+def stamp_resolution(stamps: pl.Series) -> float | None:
+    """The clock resolution of logger timestamps, when coarse enough to matter: 1 s when a
+    stamp prints whole seconds (the 2020 logger), None for milliseconds."""
+    printed = stamps.drop_nulls()
+    return 1.0 if printed.len() and not printed.str.contains(FRACTION).all() else None
 
 
 def _stamped_step_times() -> pl.Expr:
