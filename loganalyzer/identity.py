@@ -4,7 +4,9 @@ A run is one model on one set of GPUs. A part is one file's launches up to the n
 from scratch or the next launch of another identity: a file that holds several benchmarks
 (each counting from iteration 1, or each of another shape) is several parts. Parts are
 different runs when their model shape, world size, parallelism or iteration total
-(`train_iters`) differ (a fact only one of them states does not separate them), or when one
+(`train_iters`) differ (a fact only one of them states does not separate them; a total that
+changes on a resume which carries the counter on without a gap is a run extended, not another
+one), or when one
 starts from the beginning (its first record covers iteration 1): nothing was resumed, so it is
 a new run, not a restart. A part that continues the counter of an earlier run of the same
 identity (a resume from a checkpoint) joins it as a restart, unless it began before that run's
@@ -167,10 +169,30 @@ def _log_interval_stated(config: dict[str, ConfigValue]) -> bool:
     return stated is not None and stated.value is not None
 
 
+# Facts a resume may change and stay the same run: a finished run is extended by relaunching
+# it with a larger --train-iters from its last checkpoint.
+EXTENSIBLE_FACTS = frozenset({"train_iters"})
+
+
 def _resumes(part: Run, run: _RunParts, facts: dict[str, object]) -> bool:
-    """`part` may resume `run`: the same identity, and it started after the run's last
-    record, or it holds a record the run holds too (another node's copy of its lines)."""
-    return compatible(run.facts, facts) and (not _overlaps(part, run) or _shares_records(part, run))
+    """`part` may resume `run`: the same identity (but for a total it extends, where it
+    carries the counter on without a gap), and it started after the run's last record, or it
+    holds a record the run holds too (another node's copy of its lines)."""
+    if not compatible(run.facts, facts):
+        extended = {k: v for k, v in facts.items() if k not in EXTENSIBLE_FACTS}
+        if not (compatible(run.facts, extended) and _continues(part, run)):
+            return False
+    return not _overlaps(part, run) or _shares_records(part, run)
+
+
+def _continues(part: Run, run: _RunParts) -> bool:
+    """`part`'s first record covers iterations from at most the one after the last `run`
+    logged: it resumed from a checkpoint of that run, leaving no iteration out (a 10-iteration
+    benchmark's `10/ 10` followed by `2400/ 8247` leaves 2,389 out)."""
+    lasts = [p.table.select(pl.col("iteration").max()).item() for p in run.parts]
+    known = [last for last in lasts if last is not None]
+    first = part.table.select(pl.col("iteration").first() - pl.col("interval").first() + 1)
+    return bool(known) and first.item() <= max(known) + 1
 
 
 def _shares_records(part: Run, run: _RunParts) -> bool:

@@ -146,3 +146,24 @@ def test_a_relaunch_that_logged_one_record_covers_one_log_interval(tmp_path: Pat
     docs = summaries(path)
     assert [d["time"]["logged_s"] for d in docs] == [225.0, 75.0, 75.0]
     assert [d["iterations"]["logged"] for d in docs] == [3, 1, 1]
+
+
+def test_a_finished_run_extended_with_a_larger_total_is_one_run(tmp_path: Path) -> None:
+    """A run that reached `400/ 400`, relaunched from its last checkpoint with
+    `--train-iters 800` (`410/ 800` next), is the same run extended: the counter goes on
+    without a gap. A relaunch that leaves iterations out under another total stays apart."""
+    stamp, lines = START, []
+    for k in range(10, 410, 10):
+        stamp += timedelta(seconds=10)
+        lines.append(iteration_line(k, 400, 1000.0, stamp))
+    extended, apart = list(lines), list(lines)
+    stamp += timedelta(minutes=5)
+    for k in range(410, 510, 10):
+        stamp += timedelta(seconds=10)
+        extended.append(iteration_line(k, 800, 1000.0, stamp))
+        apart.append(iteration_line(k + 1000, 800, 1000.0, stamp))
+    (tmp_path / "extended.log").write_text("\n".join(extended) + "\n")
+    (tmp_path / "apart.log").write_text("\n".join(apart) + "\n")
+    (run,) = summaries(tmp_path / "extended.log")
+    assert run["iterations"] == {"logged": 50, "first": 10, "last": 500, "segments": 2}
+    assert [len(summaries(tmp_path / "apart.log"))] == [2]
