@@ -17,6 +17,27 @@ import polars as pl
 
 # The script's token: `pretrain_gpt.py`, `/path/to/pretrain_gpt_alcf.py` (not `file.py:12:`).
 SCRIPT = re.compile(r"(?:^|\s)\S*\.py(?=\s|$)")
+# Options echoed under their shell array's name (`echo "MODEL_ARGS: ${MODEL_ARGS[@]}"`, as
+# in scripts built on Megatron-LM's examples' GPT_MODEL_ARGS, TRAINING_ARGS, ... arrays):
+# `MODEL_ARGS: --disable-bias-linear --seq-length 2048 ...`.
+LABEL = re.compile(r"\s*[A-Za-z_]\w*:\s+--[A-Za-z]")
+# torchrun's own options, which an echoed `DISTRIBUTED_ARGS: --nproc_per_node 8 ...` states
+# with no script before them to tell them apart; none is a Megatron argument.
+LAUNCHER_OPTIONS = frozenset(
+    {
+        "nproc_per_node",
+        "nnodes",
+        "node_rank",
+        "master_addr",
+        "master_port",
+        "rdzv_backend",
+        "rdzv_endpoint",
+        "rdzv_id",
+        "standalone",
+        "max_restarts",
+        "monitor_interval",
+    }
+)
 OPTION = re.compile(r"--([A-Za-z][\w-]*)(?:=(.*))?")
 # Lines that may belong to a command: options after a space or at the start, or the script's
 # line continued with ` \` (`torchrun ... \` / `pretrain_gpt.py \` / `--num-layers 24 \`).
@@ -43,7 +64,8 @@ def _blocks(
     lines: list[tuple[int, int, str]],
 ) -> list[list[tuple[int, int, str]]]:
     """Runs of consecutive lines, each cut to start at its script's line (or, for options
-    pasted alone, its first line if that starts with an option); runs with neither dropped."""
+    pasted alone, its first line if that starts with an option or an array's label); runs
+    with neither dropped."""
     runs: list[list[tuple[int, int, str]]] = []
     for row in lines:
         if runs and runs[-1][-1][0] == row[0] - 1:
@@ -53,7 +75,7 @@ def _blocks(
     blocks = []
     for run in runs:
         start = next((i for i, (_, _, text) in enumerate(run) if SCRIPT.search(text)), None)
-        if start is None and run[0][2].lstrip().startswith("--"):
+        if start is None and (run[0][2].lstrip().startswith("--") or LABEL.match(run[0][2])):
             start = 0
         if start is not None:
             blocks.append(run[start:])
@@ -100,5 +122,5 @@ def _stated(options: list[tuple[str, str | None]]) -> list[tuple[str, str]]:
     return [
         (key, "True" if value is None else value)
         for key, value in options
-        if value is None or "$" not in value
+        if (value is None or "$" not in value) and key not in LAUNCHER_OPTIONS
     ]

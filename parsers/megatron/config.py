@@ -39,6 +39,8 @@ RENAMED_ARGUMENTS = {
     "deepspeed_train_batch_size": "global_batch_size",
     "deepspeed_train_micro_batch_size_per_gpu": "micro_batch_size",
     "topk": "moe_router_topk",  # Megatron-DeepSpeed's MoE router
+    # Megatron-DeepSpeed's `--moe-expert-parallel-size` (DeepSpeed's MoE `ep_size`).
+    "moe_expert_parallel_size": "expert_model_parallel_size",
 }
 
 

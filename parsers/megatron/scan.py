@@ -11,7 +11,7 @@ import polars as pl
 
 from loganalyzer.parsers.megatron.command import COMMAND_MARKS, command_facts
 from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS, changes_only
-from loganalyzer.parsers.megatron.markers import CANDIDATES
+from loganalyzer.parsers.megatron.markers import CANDIDATES, GPU_MARKS
 from loganalyzer.parsers.megatron.metrics import (
     EFFECTIVE_TFLOPS_MARK,
     checkpoint_saves,
@@ -93,7 +93,36 @@ def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
 def candidate_lines(frame: pl.DataFrame) -> pl.DataFrame:
     """The lines this parser reads: cheap literal tests pick them, so the regular expressions
     only ever see those."""
+    frame = rejoined(frame)
     return frame.filter(pl.col("in_args") | pl.col("text").str.contains(any_of(CANDIDATES)))
+
+
+# A line that ends with a field's key, and one that starts with a number: its value.
+ENDS_WITH_KEY = r":\s*$"
+STARTS_WITH_VALUE = r"^\s*[-+]?\.?\d"
+
+
+def rejoined(frame: pl.DataFrame) -> pl.DataFrame:
+    """The lines of a paste wrapped at a fixed width put back where a field's key ends one
+    line and its value starts the next (`... | lm loss:` / `2.324108E+01 | loss scale:
+    1024.0 | ...`; `... Effective Tera Flops per GPU:` / `0.21 and total parameters 29.998
+    B`): Megatron never ends a line on a key, so such a line is read with the next one
+    appended (at its own line number), and the next one not on its own. A wrap inside a
+    value, or between two fields, cannot be told from a line's end and is not undone."""
+    text = pl.col("text")
+    ends = frame["text"].str.contains(ENDS_WITH_KEY)
+    if not ends.any():
+        return frame
+    continues = ends.shift(1, fill_value=False) & frame["text"].str.contains(STARTS_WITH_VALUE)
+    if not continues.any():
+        return frame
+    logical = (~continues).cum_sum().alias("logical")
+    return (
+        frame.with_columns(logical)
+        .group_by("logical", maintain_order=True)
+        .agg(pl.all().exclude("text").first(), text.str.join(" "))
+        .select(frame.columns)
+    )
 
 
 def unlabelled(frame: pl.DataFrame) -> pl.DataFrame:
@@ -130,7 +159,9 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
     )
     # Relaunches print the same arguments again, and each rank its start-up lines: only a
     # change of a value is kept (`changes_only`).
-    startup = having(other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS)
+    startup = having(
+        other, "world size", "padded vocab", "parameters", *DEEPSPEED_BATCH_KEYS, *GPU_MARKS
+    )
     # Most chunks have no start-up line: skip the dozen small selections that would find none.
     found = [args, startup_facts(startup)] if startup.height else [args]
     commands = having(other, *COMMAND_MARKS)
@@ -208,31 +239,60 @@ def any_of(markers: tuple[str, ...]) -> str:
     return "|".join(re.escape(marker) for marker in markers)
 
 
+# The sizes the world-size line names, as printed (`data-parallel-size` or `data-parallel size`)
+# and as the arguments are called. Megatron-LM and Megatron-DeepSpeed printed the line in
+# at least seven wordings over the years (`arguments.py`): 2019's `using world size: W and
+# model-parallel size: M`, 2020's `data-parallel-size`, `tensor-model-parallel size`,
+# `pipeline-model-parallel size`, Megatron-DeepSpeed's added `sequence-parallel size`, then
+# Megatron-LM's `context-parallel size`, `hierarchical context-parallel sizes` (a list) and
+# `encoder-tensor-/encoder-pipeline-model-parallel size`, some with a comma missing between
+# two of them (`context-parallel size: 1 tensor-model-parallel size: 1`,
+# `hierarchical context-parallel sizes: Nonetensor-model-parallel size: 1`). So each size
+# is read by its own name wherever it stands on the line, not by its place in a sequence.
+WORLD_SIZES = {
+    "world": "world_size",
+    "model-parallel": "tensor_model_parallel_size",
+    "data-parallel": "data_parallel_size",
+    "sequence-parallel": "ds_sequence_parallel_size",
+    "context-parallel": "context_parallel_size",
+    "tensor-model-parallel": "tensor_model_parallel_size",
+    "encoder-tensor-model-parallel": "encoder_tensor_model_parallel_size",
+    "pipeline-model-parallel": "pipeline_model_parallel_size",
+    "encoder-pipeline-model-parallel": "encoder_pipeline_model_parallel_size",
+}
+
+
+def world_size_facts(frame: pl.DataFrame) -> list[pl.DataFrame]:
+    """Every size the `using world size: ...` line states, each by its printed name. A name
+    preceded by `-` is the tail of a longer one (`model-parallel` in `tensor-model-parallel`),
+    and `sizes:` (the hierarchical list) is not `size:`."""
+    lines = frame.filter(pl.col("text").str.contains("using world size: ", literal=True))
+    return [
+        lines.select(
+            "line",
+            "launch",
+            key=pl.lit(key),
+            value=pl.col("text").str.extract(rf"(?:^|[^-]){re.escape(name)}[- ]size: (\d+)"),
+        ).drop_nulls("value")
+        for name, key in WORLD_SIZES.items()
+    ]
+
+
+# The device's name where a job script ran nvidia-smi into the log: a row of its table
+# (`|   5  NVIDIA A100-SXM4-80GB          On  | 00000000:CA:00.0 Off |`; before 2022
+# `|   0  Tesla V100-SXM2...  On   | 00000000:06:00.0 Off |`, the name cut at its column)
+# or `nvidia-smi -L` (`GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-...)`).
+GPU_NAME_LINES = (
+    r"^\|\s+\d+\s+((?:NVIDIA|Tesla) \S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:",
+    r"^GPU \d+: ((?:NVIDIA|Tesla) .+?) \(UUID: ",
+)
+
+
 def startup_facts(frame: pl.DataFrame) -> pl.DataFrame:
-    """Start-up lines outside the arguments dump that state the world size, vocab, dtype."""
+    """Start-up lines outside the arguments dump that state the world size, vocab, dtype,
+    and the GPU nvidia-smi names."""
     text = pl.col("text")
-    world = text.str.extract_groups(
-        r"using world size: (\d+)(?:,? and model-parallel size: (\d+))?"
-        r"(?:, data-parallel[- ]size: (\d+))?"
-        r"(?:, context-parallel size: (\d+))?"
-        r"(?:, hierarchical context-parallel sizes: [^,]*)?"
-        r"(?:, tensor-model-parallel size: (\d+))?"
-        r"(?:, pipeline-model-parallel size: (\d+))?"
-    )
-    names = [
-        ("1", "world_size"),
-        ("2", "tensor_model_parallel_size"),
-        ("3", "data_parallel_size"),
-        ("4", "context_parallel_size"),
-        ("5", "tensor_model_parallel_size"),
-        ("6", "pipeline_model_parallel_size"),
-    ]
-    found = [
-        frame.select("line", "launch", key=pl.lit(key), value=world.struct.field(group)).drop_nulls(
-            "value"
-        )
-        for group, key in names
-    ]
+    found = world_size_facts(frame)
     found.append(
         frame.select(
             "line",
@@ -249,6 +309,14 @@ def startup_facts(frame: pl.DataFrame) -> pl.DataFrame:
             "launch",
             key=pl.lit("params_dtype"),
             value=text.str.extract(r"^using (torch\.\w+) for parameters"),
+        ).drop_nulls("value")
+    )
+    found.append(
+        frame.select(
+            "line",
+            "launch",
+            key=pl.lit("gpu_name"),
+            value=pl.coalesce(text.str.extract(p) for p in GPU_NAME_LINES).str.strip_suffix("..."),
         ).drop_nulls("value")
     )
     # Megatron-DeepSpeed: the engine's config printout holds the global batch size that
