@@ -327,13 +327,18 @@ def _int(args: Mapping[str, str], name: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(float(value))
+        number = float(value)
     except ValueError:
         raise ArgumentError(name, value) from None
+    # every size and count of the shape is a positive whole number: `1e400` (inf), `nan`, 0
+    # or -5 echoed in a launch command is none
+    if not math.isfinite(number) or number <= 0:
+        raise ArgumentError(name, value)
+    return int(number)
 
 
 class ArgumentError(ValueError):
-    """An argument printed with a value that is not what it should be (a number)."""
+    """An argument printed with a value that is not what it should be (a positive number)."""
 
     def __init__(self, name: str, value: str) -> None:
         super().__init__(f"argument {name} = {value!r} is not a number")
