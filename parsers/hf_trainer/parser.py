@@ -198,9 +198,10 @@ def _unreadable_bars(lines: pl.DataFrame, source: str) -> list[str]:
     """A warning for the progress bars left out: a number printed beyond a 64-bit integer."""
     if lines.height == 0:
         return []
+    first = lines["line"].min()
     return [
         f"{source}: {lines.height} progress bar(s) with a number too large to read were not"
-        f" used (the first at line {lines['line'].min()})"
+        f" used (the first at line {first!s})"
     ]
 
 
