@@ -228,10 +228,10 @@ def test_total_flos_ratio_needs_no_gpu_count(shared_logs: Path) -> None:
     assert ratios[0] == pytest.approx(ratios[1])
 
 
-@pytest.mark.parametrize("value", ["1e400", "-1e400", "nan", "0", "-5"])
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "inf", "nan"])
 def test_an_argument_that_is_no_size_is_a_warning(tmp_path: Path, value: str) -> None:
-    """A value no model size can be (infinite, not a number, zero, negative) is left out as a
-    malformed one is, never a traceback."""
+    """A value no model size can be (infinite, not a number) is left out as a malformed one
+    is, never a traceback (a size of 0 is fixtures/bad/zero_hidden_size.log's case)."""
     text = (FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out").read_text()
     broken = tmp_path / "run.log"
     broken.write_text(

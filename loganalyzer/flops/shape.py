@@ -330,15 +330,15 @@ def _int(args: Mapping[str, str], name: str) -> int | None:
         number = float(value)
     except ValueError:
         raise ArgumentError(name, value) from None
-    # every size and count of the shape is a positive whole number: `1e400` (inf), `nan`, 0
-    # or -5 echoed in a launch command is none
-    if not math.isfinite(number) or number <= 0:
+    # `1e400` (inf) echoed in a launch command is no size at all (a size of 0 or below is a
+    # number: the shape's check refuses it, saying which)
+    if not math.isfinite(number):
         raise ArgumentError(name, value)
     return int(number)
 
 
 class ArgumentError(ValueError):
-    """An argument printed with a value that is not what it should be (a positive number)."""
+    """An argument printed with a value that is not what it should be (a number)."""
 
     def __init__(self, name: str, value: str) -> None:
         super().__init__(f"argument {name} = {value!r} is not a number")
