@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 # a callback's own step; ms-swift's `done/total` counter (read as its count by stdout._value)
@@ -229,24 +228,26 @@ def _interval_between(low: pl.Series, high: pl.Series) -> int:
     if not (low != high).any():
         return 1
     kept = high > 1
-    lows, highs = low.filter(kept).to_numpy(), high.filter(kept).to_numpy()
-    if lows.size < 2:
+    low, high = low.filter(kept).cast(pl.Int64), high.filter(kept).cast(pl.Int64)
+    if low.len() < 2:
         # one log: any L up to its `high` has a multiple there, the fit says nothing
         return 1
-    rises = highs[1:] - lows[:-1]
-    rises = rises[rises > 0]  # a resumed launch starts lower; a repeated log adds nothing
-    largest = int(min(highs.min(), rises.min())) if rises.size else int(highs.min())
+    rises = high.slice(1) - low.slice(0, low.len() - 1)
+    rises = rises.filter(rises > 0)  # a resumed launch starts lower; a repeated log adds nothing
+    largest = int(min(high.min(), rises.min()) if rises.len() else high.min())  # type: ignore[arg-type]
     # the tightest counters first: they rule out most candidates
-    tight = np.argsort(highs - lows, kind="stable")
-    lows, highs = lows[tight], highs[tight]
+    tight = (high - low).arg_sort()
+    bounds = list(zip(low.gather(tight).to_list(), high.gather(tight).to_list(), strict=True))
     for top in range(largest, 1, -_CANDIDATE_BLOCK)[:_MAX_BLOCKS]:
-        sizes = np.arange(top, max(top - _CANDIDATE_BLOCK, 1), -1, dtype=np.int64)
-        for lo, hi in zip(lows, highs, strict=True):
-            sizes = sizes[hi // sizes * sizes >= lo]
-            if sizes.size == 0:
+        sizes = pl.int_range(max(top - _CANDIDATE_BLOCK, 1) + 1, top + 1, eager=True).reverse()
+        for lo, hi in bounds:
+            sizes = sizes.filter(hi // sizes * sizes >= lo)
+            if sizes.len() <= _FEW:
                 break
-        if sizes.size:
-            return int(sizes[0])
+        # the few left, largest first, each against every log at once
+        for size in sizes.to_list():
+            if (high // size * size >= low).all():
+                return int(size)
     # counters that agree on no interval over millions of candidates: each log is placed at
     # the counter printed before it
     return 1
@@ -254,6 +255,7 @@ def _interval_between(low: pl.Series, high: pl.Series) -> int:
 
 _CANDIDATE_BLOCK = 1 << 16
 _MAX_BLOCKS = 64
+_FEW = 16
 
 
 def training_bars(bars: pl.DataFrame, total_steps: int | None) -> pl.DataFrame:
