@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loganalyzer.analysis import analyse
-from loganalyzer.analysis.clocks import source_clocks
+from loganalyzer.analysis.clocks import RESOLUTION, relative_excess, source_clocks
 from loganalyzer.analysis.events import SAVE_EVENT
 from loganalyzer.cli import main
 from loganalyzer.load import Loaded
@@ -294,3 +294,20 @@ def test_a_real_trainer_log_timed_by_tqdm_per_step(shared_logs: Path) -> None:
     assert doc["step_time_s"]["median"] == pytest.approx(24 / 36, abs=1 / 36)
     assert {s["iteration"] for s in doc["slow_steps"]} == {11, 21}
     assert not [w for w in doc["warnings"] if "no usable step time" in w]
+
+
+def test_an_excess_over_a_baseline_that_reads_zero_is_finite() -> None:
+    """A 0.3 s step read on a whole-second clock every iteration mostly reads 0 s: the
+    baseline reads zero, and a record is judged against what the clock resolves (1 s / 1)."""
+    frame = pl.DataFrame(
+        {
+            "step": [0.0, 1.0, 0.0, 5.0, 0.0, 4.0],
+            "level": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "interval": [1, 1, 1, 1, 1, 1],
+            RESOLUTION: [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+        }
+    )
+    excess = frame.select(relative_excess(pl.col("step"), pl.col("level"), frame)).to_series()
+    # one tick is nothing the clock resolves; 5 s is 4 s beyond it, 4 resolutions; a fine
+    # clock's zero baseline gives nothing relative
+    assert excess.to_list() == [0.0, 0.0, 0.0, 4.0, 0.0, 0.0]

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from loganalyzer.load import load_run
 from loganalyzer.model import Run
+from loganalyzer.parsers.deepspeed import parser as ds_parser
 from loganalyzer.registry import load_registry
 
 
@@ -89,3 +91,26 @@ def test_the_throughput_line_gives_seq_length_not_tflops_per_gpu(tmp_path: Path)
     assert run.config["micro_batch_size"].value == 2
     assert run.table["reported_tflops_per_gpu"].is_null().all()
     assert any("DeepSpeed-Chat's `TFLOPs:`" in w and "world size" in w for w in run.warnings)
+
+
+def test_rows_held_for_the_config_do_not_grow_with_the_throughput_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The throughput line is printed every micro-step: the rows kept for the config are the
+    distinct statements, as many for 2,000 steps as for 2, and the first one still gives the
+    line."""
+    held: list[int] = []
+    real = ds_parser.engine_config
+
+    def counting(rows: pl.DataFrame, source: str) -> dict[str, object]:
+        held.append(rows.height)
+        return real(rows, source)  # type: ignore[return-value]
+
+    monkeypatch.setattr(ds_parser, "engine_config", counting)
+    for steps in (2, 2_000):
+        path = tmp_path / f"train{steps}.log"
+        path.write_text(DPO * steps)
+        run = _run(path)
+        assert run.config["seq_length"].value == 512
+        assert run.config["seq_length"].provenance.line == 3
+    assert held[0] == held[1] <= 3

@@ -226,3 +226,45 @@ def test_total_flos_ratio_needs_no_gpu_count(shared_logs: Path) -> None:
         ratios.append(json.loads(result.stdout)["reported"]["recomputed_over_reported"])
     assert ratios[0] == pytest.approx(1.0475e9 / (24599592960.0 / 40), rel=1e-3)
     assert ratios[0] == pytest.approx(ratios[1])
+
+
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "inf", "nan"])
+def test_an_argument_that_is_no_size_is_a_warning(tmp_path: Path, value: str) -> None:
+    """A value no model size can be (infinite, not a number) is left out as a malformed one
+    is, never a traceback (a size of 0 is fixtures/bad/zero_hidden_size.log's case)."""
+    text = (FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out").read_text()
+    broken = tmp_path / "run.log"
+    broken.write_text(
+        text.replace(
+            "  num_layers ...................................... 48",
+            f"  num_layers ...................................... {value}",
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["summary", "--json", "-q", str(broken), "--gpu", "v100-sxm2"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert any(
+        w.startswith(f"{broken}:") and "argument num_layers = " in w and "is not a number" in w
+        for w in doc["warnings"]
+    )
+    assert doc["flops"]["per_iteration"] is None
+
+
+def test_an_echoed_command_with_an_infinite_size_is_a_warning(tmp_path: Path) -> None:
+    # the iteration line as Megatron-LM's training_log prints it (the shared logs/FORMATS.md)
+    iteration = (
+        " [2024-10-24 21:02:{s:02d}] iteration {n:8d}/   40000 | consumed samples: {c:12d} |"
+        " elapsed time per iteration (ms): 826.6 | learning rate: 1.200000E-05 |"
+        " global batch size:    64 | lm loss: 1.145711E+01 | loss scale: 1.0 |"
+        " number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+    lines = ["pretrain_gpt.py --num-layers 1e400 --hidden-size 1024 --seq-length 2048"]
+    lines += [iteration.format(s=n, n=n, c=64 * n) for n in range(1, 6)]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(main, ["summary", "--json", "-q", str(path)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert any("argument num_layers = " in w and "is not a number" in w for w in doc["warnings"])

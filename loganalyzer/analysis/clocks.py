@@ -161,11 +161,15 @@ def above(value: pl.Expr, bound: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
 def relative_excess(step: pl.Expr, level: pl.Expr, frame: pl.DataFrame) -> pl.Expr:
     """A record's excess over its baseline, relative to the baseline: `step / level - 1`
     on a fine clock (as always); on a coarse one, what the clock resolves of it (zero when
-    nothing, also where the baseline reads zero)."""
+    nothing). A baseline that reads zero on a coarse clock lies below what the clock resolves
+    (r / interval): the excess is taken relative to that, the least the readings allow, so a
+    real stall there is still found and none is infinite; a baseline of zero on a fine clock
+    gives zero (no step takes no time: nothing relative can be said)."""
     if not coarse(frame):
         return step / level - 1
     excess = resolved(step - level)
-    return pl.when(excess == 0).then(0.0).otherwise(excess / level)
+    base = pl.when(level > 0).then(level).otherwise(unresolved())
+    return pl.when((excess == 0) | (base <= 0)).then(0.0).otherwise(excess / base)
 
 
 def pace_method(frame: pl.DataFrame) -> PaceMethod:

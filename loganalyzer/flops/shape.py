@@ -327,9 +327,14 @@ def _int(args: Mapping[str, str], name: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(float(value))
+        number = float(value)
     except ValueError:
         raise ArgumentError(name, value) from None
+    # `1e400` (inf) echoed in a launch command is no size at all (a size of 0 or below is a
+    # number: the shape's check refuses it, saying which)
+    if not math.isfinite(number):
+        raise ArgumentError(name, value)
+    return int(number)
 
 
 class ArgumentError(ValueError):

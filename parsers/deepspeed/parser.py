@@ -218,7 +218,18 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         found["config"] = pl.concat([found["config"], lines.json_precision(frame)])
     if found["starts"].height:  # a printout without the logger: its rows carry no marker
         found["config"] = pl.concat([found["config"], lines.plain_printout(frame)])
+    found["config"] = first_statements(found["config"])
     return found
+
+
+def first_statements(rows: pl.DataFrame) -> pl.DataFrame:
+    """Each (key, value) at its first line only: DeepSpeed-Chat states its batch and sequence
+    length on every throughput line (3 rows a micro-step), and the config's readers take
+    the first statement of each key (the first readable one, so a key's other values are
+    kept), so the rows held stay as few as the distinct statements, not the log's lines."""
+    return rows.sort("line", maintain_order=True).unique(
+        ["key", "value"], keep="first", maintain_order=True
+    )
 
 
 def _records(

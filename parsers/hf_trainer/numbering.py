@@ -19,6 +19,7 @@ bar printed to stderr, buffered apart from the dicts on stdout) is not used.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -218,19 +219,43 @@ def _with_bar_steps(
 def _interval_between(low: pl.Series, high: pl.Series) -> int:
     """The largest L > 1 with a multiple in every [low, high]; 1 when the counters agree
     everywhere or no such L exists. A first-step log (`logging_first_step`, step 1) is left
-    out of the fit; one log alone fixes no interval."""
+    out of the fit; one log alone fixes no interval.
+
+    Two logs of one launch are at least L steps apart, so L is at most the smallest rise from
+    one log's `low` to the next one's `high`: the search starts there (not at the counter,
+    which can be in the billions), and tests candidates a block at a time.
+    """
     if not (low != high).any():
         return 1
     kept = high > 1
-    low, high = low.filter(kept), high.filter(kept)
+    low, high = low.filter(kept).cast(pl.Int64), high.filter(kept).cast(pl.Int64)
     if low.len() < 2:
         # one log: any L up to its `high` has a multiple there, the fit says nothing
         return 1
-    largest = high.min()
-    for size in range(int(largest) if isinstance(largest, int) else 1, 1, -1):
-        if (high // size * size >= low).all():
-            return size
+    rises = high.slice(1) - low.slice(0, low.len() - 1)
+    rises = rises.filter(rises > 0)  # a resumed launch starts lower; a repeated log adds nothing
+    largest = int(min(high.min(), rises.min()) if rises.len() else high.min())  # type: ignore[arg-type]
+    # the tightest counters first: they rule out most candidates
+    tight = (high - low).arg_sort()
+    bounds = list(zip(low.gather(tight).to_list(), high.gather(tight).to_list(), strict=True))
+    for top in range(largest, 1, -_CANDIDATE_BLOCK)[:_MAX_BLOCKS]:
+        sizes = pl.int_range(max(top - _CANDIDATE_BLOCK, 1) + 1, top + 1, eager=True).reverse()
+        for lo, hi in bounds:
+            sizes = sizes.filter(hi // sizes * sizes >= lo)
+            if sizes.len() <= _FEW:
+                break
+        # the few left, largest first, each against every log at once
+        for size in sizes.to_list():
+            if (high // size * size >= low).all():
+                return int(size)
+    # counters that agree on no interval over millions of candidates: each log is placed at
+    # the counter printed before it
     return 1
+
+
+_CANDIDATE_BLOCK = 1 << 16
+_MAX_BLOCKS = 64
+_FEW = 16
 
 
 def training_bars(bars: pl.DataFrame, total_steps: int | None) -> pl.DataFrame:
@@ -276,12 +301,38 @@ def _logging_interval(logs: int, total_steps: int | None, resumed_from: int = 0)
     if resumed_from == 0:
         smallest, largest = total_steps // (logs + 1) + 1, total_steps // logs
         return largest if smallest == largest else None
-    fits = [
-        size
-        for size in range(1, (total_steps - resumed_from) // logs + 2)
-        if total_steps // size - resumed_from // size == logs
-    ]
-    if len(fits) > 1:
-        # checkpoints are saved every save_steps, in practice a multiple of the interval
-        fits = [size for size in fits if resumed_from % size == 0]
-    return fits[0] if len(fits) == 1 else None
+    fits: list[tuple[int, int]] = []  # ranges [first, last] of L that fit
+    dividing: list[int] = []  # the fits that divide the checkpoint's step
+    # an L up to (total - resumed) / (logs + 1) has more multiples than logs
+    steps = total_steps - resumed_from
+    for first, last, count, below in _quotient_blocks(
+        total_steps, resumed_from, max(1, steps // (logs + 1)), steps // logs + 1
+    ):
+        if count != logs:
+            continue
+        fits.append((first, last))
+        # within a block resumed_from // L is constant (`below`): one L at most divides it
+        if below and resumed_from % below == 0 and first <= resumed_from // below <= last:
+            dividing.append(resumed_from // below)
+    if sum(last - first + 1 for first, last in fits) == 1:
+        return fits[0][0]
+    # checkpoints are saved every save_steps, in practice a multiple of the interval
+    return dividing[0] if len(dividing) == 1 else None
+
+
+def _quotient_blocks(
+    total: int, resumed: int, first: int, last: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """The ranges [a, b] of L in [first, last] over which total // L and resumed // L are both
+    constant, with total // L - resumed // L and resumed // L: at most 2·(√total + √resumed)
+    ranges, where testing each L would take a step per L (billions for a long run)."""
+    size = first
+    while size <= last:
+        above, below = total // size, resumed // size
+        end = min(
+            last,
+            total // above if above else last,
+            resumed // below if below else last,
+        )
+        yield size, end, above - below, below
+        size = end + 1

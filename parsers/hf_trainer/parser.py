@@ -158,6 +158,7 @@ def _from_stdout(path: Path) -> Run:
         config["trainable_params"] = config["peft_trainable_params"]
     warnings_found = _precision(found["precision"], config, source)
     warnings_found += _printed_model_config(found["configs"], config, source)
+    warnings_found += _unreadable_bars(found["unreadable_bars"], source)
     final = _final_metrics(numbering.numbered_entries(found, None).long)
     steps = _total(config) or _steps_from_rate(final)
     numbered = numbering.numbered_entries(found, steps, _steps_per_epoch(config))
@@ -191,6 +192,17 @@ def _from_stdout(path: Path) -> Run:
     saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
     resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
     return _finish(config, train, long, times, used, source, warnings, saves, resolution)
+
+
+def _unreadable_bars(lines: pl.DataFrame, source: str) -> list[str]:
+    """A warning for the progress bars left out: a number printed beyond a 64-bit integer."""
+    if lines.height == 0:
+        return []
+    first = lines["line"].min()
+    return [
+        f"{source}: {lines.height} progress bar(s) with a number too large to read were not"
+        f" used (the first at line {first!s})"
+    ]
 
 
 def _precision(found: pl.DataFrame, config: dict[str, ConfigValue], source: str) -> list[str]:

@@ -59,8 +59,10 @@ DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines wit
 # A key and its value as printed: a Python literal (`0.5`, transformers 5's `'0.3713'`), or
 # what some loggers print in its place (`'train_runtime': 298.36s`, TRL examples).
 PAIR = r"'([^']+)': ('[^']*'|[^,}'\s][^,}]*)"
-# A duration a logger prints as text: `298.36s`, ms-swift's `'elapsed_time': '1h 7m 30s'`.
-DURATION = r"^(?:(\d+)h\s*)?(?:(\d+)m\s*)?(?:([\d.]+)s)?$"
+# A duration a logger prints as text: `298.36s`, ms-swift's `'elapsed_time': '1h 7m 30s'`
+# (its format_time, swift/utils/utils.py: f'{days}d {hours}h {minutes}m {seconds}s' past a
+# day, then dropping the leading fields that are zero).
+DURATION = r"^(?:(\d+)d\s*)?(?:(\d+)h\s*)?(?:(\d+)m\s*)?(?:(\d+(?:\.\d+)?)s)?$"
 # ms-swift's step counter in every dict it logs: `'global_step/max_steps': '1/60'`.
 STEP_OF_TOTAL = "global_step/max_steps"
 # tqdm's `{n}/{total} [{elapsed}<{remaining}, {rate}]`: elapsed in whole seconds (`MM:SS`,
@@ -91,6 +93,7 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
     found: dict[str, list[pl.DataFrame]] = {
         "dicts": [],
         "bars": [],
+        "unreadable_bars": [],
         "facts": [],
         "starts": [],
         "resumes": [],
@@ -123,7 +126,9 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         )
         found["precision"].append(_precision(pieces))
         found["dicts"].append(_dicts(pieces))
-        found["bars"].append(_bars(pieces))
+        bars = _bars(pieces)
+        found["bars"].append(bars.filter("fits").drop("fits"))
+        found["unreadable_bars"].append(bars.filter(~pl.col("fits")).select("line"))
         found["facts"].append(_facts(pieces))
     return {key: pl.concat(frames) for key, frames in found.items()}
 
@@ -194,15 +199,15 @@ def _value(text: pl.Expr, key: pl.Expr) -> pl.Expr:
     """A printed value as a number: a float, a duration in seconds (`298.36s`, `1h 7m 30s`),
     the count of ms-swift's `done/total` step counter; null for any other text."""
     duration = text.str.extract_groups(DURATION).struct
-    hours, minutes, seconds = (
-        duration.field(n).cast(pl.Float64, strict=False) for n in ("1", "2", "3")
+    days, hours, minutes, seconds = (
+        duration.field(n).cast(pl.Float64, strict=False).fill_null(0) for n in "1234"
     )
-    timed = text.str.contains(r"\ds$")
+    # only the whole text read as a duration is one, ending in its seconds as ms-swift and
+    # TRL print it (the pattern alone matches the empty text too)
+    timed = text.str.contains(DURATION) & text.str.contains(r"\ds$")
     return pl.coalesce(
         text.cast(pl.Float64, strict=False),
-        pl.when(timed).then(
-            hours.fill_null(0) * 3600 + minutes.fill_null(0) * 60 + seconds.fill_null(0)
-        ),
+        pl.when(timed).then(days * 86400 + hours * 3600 + minutes * 60 + seconds),
         pl.when(key == STEP_OF_TOTAL).then(
             text.str.extract(r"^(\d+)/\d+$").cast(pl.Float64, strict=False)
         ),
@@ -210,24 +215,33 @@ def _value(text: pl.Expr, key: pl.Expr) -> pl.Expr:
 
 
 def _bars(pieces: pl.DataFrame) -> pl.DataFrame:
+    """The bars printed (line, piece, n, total, elapsed_s, rate_s, rate_error), and `fits`:
+    false where a number printed does not fit a 64-bit integer (the caller drops the bar and
+    says so). A rate printed as 0 (`0.00s/it`, a step under 5 ms, or `0.00it/s`) is no rate."""
     m = pl.col("m").struct
     rate = m.field("6").cast(pl.Float64, strict=False)
+    rate = pl.when((rate > 0) & rate.is_finite()).then(rate)
+    whole = [m.field(n).cast(pl.Int64, strict=False) for n in "12345"]
+    fits = pl.all_horizontal(
+        [
+            m.field(n).is_null() | m.field(n).cast(pl.Int64, strict=False).is_not_null()
+            for n in "12345"
+        ]
+    )
+    hours, minutes, seconds = (number.cast(pl.Float64) for number in whole[2:])
     return (
         pieces.with_columns(m=pl.col("text").str.extract_groups(BAR))
         .filter(m.field("1").is_not_null())
         .select(
             "line",
             "piece",
-            n=m.field("1").cast(pl.Int64),
-            total=m.field("2").cast(pl.Int64),
-            elapsed_s=(
-                m.field("3").cast(pl.Int64).fill_null(0) * 3600
-                + m.field("4").cast(pl.Int64) * 60
-                + m.field("5").cast(pl.Int64)
-            ).cast(pl.Float64),
+            n=whole[0],
+            total=whole[1],
+            elapsed_s=hours.fill_null(0) * 3600 + minutes * 60 + seconds,
             rate_s=pl.when(m.field("7") == "s/it").then(rate).otherwise(1 / rate),
             # printed to 2 decimals: the relative error of the rate
             rate_error=0.005 / rate,
+            fits=fits,
         )
     )
 
