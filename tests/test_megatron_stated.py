@@ -134,6 +134,21 @@ def test_an_echoed_launch_command_states_the_config(tmp_path: Path) -> None:
     assert doc["run"]["dtype"] == "bf16"
 
 
+def test_a_command_read_as_the_shell_reads_it(tmp_path: Path) -> None:
+    """Quotes go as the shell takes them away, and an option given twice takes its last
+    value, as argparse does (the shell's and argparse's own rules, not a log's wording)."""
+    command = (
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers \"24\" --hidden-size '1024'"
+        ' --seq-length="1024" --num-attention-heads 16 --seq-length 2048 --bf16'
+    )
+    path = tmp_path / "quoted.log"
+    path.write_text("\n".join([command, *RECORDS]) + "\n")
+    facts = stated(run_of(path))
+    assert facts["num_layers"] == (24, 1)
+    assert facts["hidden_size"] == (1024, 1)
+    assert facts["seq_length"] == (2048, 1)
+
+
 def test_a_command_continued_over_lines(tmp_path: Path) -> None:
     path = tmp_path / "continued.log"
     path.write_text("\n".join([*CONTINUED, *RECORDS]) + "\n")

@@ -12,6 +12,7 @@ rather than give a value that may be cut short (`--save-interval 20` / `0 ...`).
 from __future__ import annotations
 
 import re
+import shlex
 
 import polars as pl
 
@@ -87,7 +88,7 @@ def _options(block: list[tuple[int, int, str]]) -> list[tuple[int, int, str, str
     found: list[tuple[int, int, str, str]] = []
     for index, (line, launch, text) in enumerate(block):
         script = SCRIPT.search(text) if index == 0 else None
-        tokens = text[script.end() :].split() if script else text.split()
+        tokens = _words(text[script.end() :] if script else text)
         continued = bool(tokens) and tokens[-1] == "\\"
         following = block[index + 1][2].split() if index + 1 < len(block) else []
         cut = not continued and bool(following) and not following[0].startswith("--")
@@ -95,7 +96,25 @@ def _options(block: list[tuple[int, int, str]]) -> list[tuple[int, int, str, str
         found.extend((line, launch, key, value) for key, value in options)
         if ended:
             break
-    return found
+    # an option given twice takes its last value, as argparse does
+    last = {key: (line, launch, key, value) for line, launch, key, value in found}
+    return sorted(last.values())
+
+
+def _words(text: str) -> list[str]:
+    """The shell words of one line of a command: quotes removed as the shell removes them
+    (`--num-layers "24"`, `--seq-length='2048'`), a continuation ` \\` kept as the last word;
+    a line whose quotes do not close (a string the next line goes on with) split on white
+    space."""
+    body = text.rstrip()
+    continued = body.endswith("\\")
+    if continued:
+        body = body[:-1]
+    try:
+        words = shlex.split(body)
+    except ValueError:
+        words = body.split()
+    return [*words, "\\"] if continued else words
 
 
 def _read(tokens: list[str], cut: bool) -> tuple[list[tuple[str, str]], bool]:
