@@ -20,8 +20,9 @@ import polars as pl
 SCRIPT = re.compile(r"(?:^|\s)\S*\.py(?=\s|$)")
 # Options echoed under their shell array's name (`echo "MODEL_ARGS: ${MODEL_ARGS[@]}"`, as
 # in scripts built on Megatron-LM's examples' GPT_MODEL_ARGS, TRAINING_ARGS, ... arrays):
-# `MODEL_ARGS: --disable-bias-linear --seq-length 2048 ...`.
-LABEL = re.compile(r"\s*[A-Za-z_]\w*:\s+--[A-Za-z]")
+# `MODEL_ARGS: --disable-bias-linear --seq-length 2048 ...`. Anchored: searched along a long
+# line of spaces or letters, an unanchored `\s*`/`\w*` would be tried from every position.
+LABEL = re.compile(r"^\s*[A-Za-z_]\w*:\s+--[A-Za-z]")
 # torchrun's own options, which an echoed `DISTRIBUTED_ARGS: --nproc_per_node 8 ...` states
 # with no script before them to tell them apart; none is a Megatron argument.
 LAUNCHER_OPTIONS = frozenset(
