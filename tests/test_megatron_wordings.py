@@ -233,3 +233,21 @@ def test_a_paste_wrapped_between_a_key_and_its_value(tmp_path: Path) -> None:
     ]
     doc = summary(path)
     assert (doc["run"]["dtype"], doc["run"]["dtype_assumed"]) == ("fp16", False)
+
+
+def test_a_label_under_a_heading_is_no_wrapped_value(tmp_path: Path) -> None:
+    """srun --label prints `0: (min, max) time across ranks (ms):` and, on the next line,
+    `0:     forward-backward ...: (5905.00, 5955.00)` (Megatron-LM's timers block): the
+    label's digit is no value of the heading's, and each timer stays a line of its own."""
+    path = tmp_path / "labelled.log"
+    lines = []
+    for k in (10, 20, 30):
+        lines += [
+            "0: " + iteration_line(k, 1000, 6000.0, None),
+            "0: (min, max) time across ranks (ms):",
+            f"0:     {'forward-backward ':.<48}: (5905.00, 5955.00)",
+            f"0:     {'optimizer ':.<48}: (40.00, 45.00)",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    phases = {p["name"] for p in summary(path)["health"]["phases"]}
+    assert {"forward-backward", "optimizer"} <= phases
