@@ -5,31 +5,19 @@ re-wrapped at a fixed width."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from loganalyzer.cli import main
 from loganalyzer.load import load_runs
 from loganalyzer.registry import load_registry
 from tests.test_megatron_launches import iteration_line
-
-RECORDS = [iteration_line(k, 1000, 1200.0, None) for k in (100, 200, 300)]
-
-
-def summary(path: Path) -> dict[str, Any]:
-    result = CliRunner().invoke(main, ["summary", "-q", "--json", str(path)])
-    assert result.exit_code == 0, result.output
-    doc: dict[str, Any] = json.loads(result.stdout)
-    return doc
+from tests.test_megatron_stated import RECORDS, run_of, summary
+from tests.test_megatron_stated import stated as stated_by
 
 
 def stated(path: Path) -> dict[str, tuple[object, int | None]]:
-    (loaded,) = load_runs([str(path)], load_registry())
-    return {key: (v.value, v.provenance.line) for key, v in loaded.run.config.items()}
+    return stated_by(run_of(path))
 
 
 # (line, world, tensor, pipeline, data, context): each wording of the print in `validate_args`.
