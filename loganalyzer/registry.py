@@ -75,10 +75,10 @@ def choose(registry: Registry, path: Path) -> str | None:
     Raises UnrecognisedSourceError when two parsers claim it equally.
     """
     found = scores(registry, path)
-    best = max(found.values(), default=0.0)
-    if best <= 0.0:
+    order = _ranked(found)
+    if not order:
         return None
-    winners = sorted(name for name, score in found.items() if score == best)
+    winners = order[0]
     if len(winners) > 1:
         raise UnrecognisedSourceError(
             f"{path}: parsers {', '.join(winners)} claim it equally ({format_scores(found)}); "
@@ -91,7 +91,11 @@ def claimants(registry: Registry, path: Path) -> list[list[str]]:
     """The parsers that claim `path`, in groups of equal score, the most confident first:
     the order in which they are handed the file, each group's members on an equal footing
     (`readfiles.read_file` passes the file on from a parser that finds nothing in it)."""
-    found = scores(registry, path)
+    return _ranked(scores(registry, path))
+
+
+def _ranked(found: dict[str, float]) -> list[list[str]]:
+    """The names with a score above zero, in groups of equal score, the highest first."""
     levels = sorted({score for score in found.values() if score > 0.0}, reverse=True)
     return [sorted(n for n, score in found.items() if score == level) for level in levels]
 
