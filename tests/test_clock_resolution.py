@@ -311,3 +311,15 @@ def test_an_excess_over_a_baseline_that_reads_zero_is_finite() -> None:
     # one tick is nothing the clock resolves; 5 s is 4 s beyond it, 4 resolutions; a fine
     # clock's zero baseline gives nothing relative
     assert excess.to_list() == [0.0, 0.0, 0.0, 4.0, 0.0, 0.0]
+
+
+def test_the_report_names_the_pace_line_as_it_was_taken(shared_logs: Path, tmp_path: Path) -> None:
+    """hf_trainer_5's pace is its whole-second clock's total over its steps: the charts'
+    dashed line is named so, not as a median."""
+    out = tmp_path / "report.html"
+    source = str(shared_logs / "excerpts" / "hf_trainer_5.txt")
+    result = CliRunner().invoke(main, ["report", "-q", source, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert page.count("steady pace (cumulative clock)") == 2
+    assert "steady pace (median)" not in page

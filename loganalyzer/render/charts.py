@@ -213,7 +213,7 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
     shapes = _spans(facts)
     if facts.pace_s is not None:
         shapes.append(_hline(facts.pace_s, "steady pace"))
-        traces.append(legend_line("steady pace (median)", MUTED, "dash"))
+        traces.append(legend_line(facts.pace_legend, MUTED, "dash"))
     if facts.warmup:
         traces.append(_legend_box("warm-up", WARMUP_SHADE))
     if facts.sustained:
@@ -395,7 +395,7 @@ def _distribution(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
                 "line": {"color": INK, "width": 1.5, "dash": "dash"},
             }
         )
-        traces.append(legend_line("steady pace (median)", INK, "dash"))
+        traces.append(legend_line(facts.pace_legend, INK, "dash"))
     layout = base_layout("records (log scale)", shapes=shapes, bargap=0)
     layout["xaxis"]["title"]["text"] = "seconds per iteration"
     layout["yaxis"]["type"] = "log"

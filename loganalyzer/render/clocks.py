@@ -28,6 +28,11 @@ def pace_note(method: object) -> str | None:
     return None
 
 
+def pace_legend(method: object) -> str:
+    """The charts' name for the steady-pace line: how it was taken, in a few words."""
+    return "steady pace (median)" if pace_note(method) is None else "steady pace (cumulative clock)"
+
+
 def pace_label(method: object) -> str:
     """What the steady step time is: a median of records, or a cumulative clock's pace."""
     note = pace_note(method)

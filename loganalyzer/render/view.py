@@ -17,7 +17,7 @@ from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
-from loganalyzer.render.clocks import pace_note
+from loganalyzer.render.clocks import pace_legend, pace_note
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -382,6 +382,7 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
     return ChartFacts(
         pace_s=_float(_get(doc, "step_time_s", "median")),
+        pace_legend=pace_legend(_get(doc, "step_time_s", "pace_method")),
         flops_per_iteration=_float(_get(doc, "flops", "per_iteration")),
         num_gpus=_get(doc, "run", "num_gpus"),
         peak_tflops=peak,

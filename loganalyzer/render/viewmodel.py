@@ -103,6 +103,7 @@ class ChartFacts:
     """What the charts take from the document (the series come from the run's tables)."""
 
     pace_s: float | None
+    pace_legend: str
     flops_per_iteration: float | None
     num_gpus: int | None
     peak_tflops: float | None
