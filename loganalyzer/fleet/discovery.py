@@ -7,7 +7,12 @@ run-identity rules (`loganalyzer.identity`, as `summary --split-runs` applies th
 may hold several runs (another shape or world size, or an iteration counter starting again
 from 1), and a run whose restarts are in several files is one. A root that is a text file of
 W&B run references (`wandb:ENTITY/PROJECT/RUN_ID` or run URLs, one a line, `#` comments)
-gives one unit per run, pulled through the W&B source and its cache.
+gives one unit per run, pulled through the W&B source and its cache. Units are named as the
+layout says (`layout.unit_name`): a reference by its text with the password masked, so that
+no name the dataset stores or prints holds it.
+
+The dataset (`--out`) is never read as input, however its path is spelled: a local folder is
+left out when its real path (symbolic links resolved) is the dataset's or under it.
 """
 
 from __future__ import annotations
@@ -16,15 +21,17 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.fleet.engines import Engine
+from loganalyzer.fleet.layout import unit_name
 from loganalyzer.fleet.storage import Location, locate, modified
 from loganalyzer.registry import Registry, choose, load_registry, uri_readers
+from loganalyzer.secrets import mask_text
 from loganalyzer.sources import HEAD_BYTES
 
 # The format of a file two parsers claim equally (the run's analysis reports it, with the
@@ -99,12 +106,12 @@ def find_runs(
             raise InputError(f"{root}: no such file or directory")
         references = wandb_references(root, where)
         if references is not None:
-            by_reference.extend(FolderSpec(ref, (), ref) for ref in references)
+            by_reference.extend(FolderSpec(unit_name(shown(r)), (), r) for r in references)
             continue
         base = posixpath.basename(where.path.rstrip("/"))
         for folder, files in sorted(_folders(root, where, exclude).items()):
             relative = posixpath.relpath(folder, where.path)
-            name = base if relative == "." else f"{base}/{relative}"
+            name = unit_name(base if relative == "." else f"{base}/{relative}")
             folders.append((name, tuple(_known(f, known) for f in files)))
     asked = [(name, files) for name, files in folders if any(f.format is None for f in files)]
     detected = dict(engine.map(detect_folder, asked))
@@ -119,7 +126,15 @@ def find_runs(
             passed_over += 1
             continue
         specs.append(FolderSpec(name, recognised))
-    return Discovery(specs + list(dict.fromkeys(by_reference)), seen, passed_over)
+    # a run listed twice (its URL once with a password, once without) is read once
+    referenced = list({spec.folder: spec for spec in reversed(by_reference)}.values())[::-1]
+    return Discovery(specs + referenced, seen, passed_over)
+
+
+def shown(reference: str) -> str:
+    """A W&B reference as the dataset stores and shows it: its password (and any other
+    credential it holds) masked."""
+    return mask_text(reference)
 
 
 def detect_folder(
@@ -172,7 +187,7 @@ def _folders(root: str, where: Location, exclude: str | None) -> dict[str, list[
         name = where.path if where.local else root
         only = SourceFile(name, int(info.get("size") or 0), modified(info))
         return {posixpath.dirname(where.path): [only]}
-    skip = None if exclude is None else locate(exclude).path.rstrip("/") + "/"
+    inside = _inside(exclude, where)
     folders: dict[str, list[SourceFile]] = {}
     found = where.fs.find(where.path, detail=True)
     for path in sorted(found):
@@ -180,12 +195,37 @@ def _folders(root: str, where: Location, exclude: str | None) -> dict[str, list[
         relative = posixpath.relpath(path, where.path)
         if any(part.startswith(".") for part in relative.split("/")):
             continue
-        if skip is not None and (path + "/").startswith(skip):
+        if inside(posixpath.dirname(path)):
             continue
         name = path if where.local else f"{root.rstrip('/')}/{relative}"
         entry = SourceFile(name, int(info.get("size") or 0), modified(info))
         folders.setdefault(posixpath.dirname(path), []).append(entry)
     return folders
+
+
+def _inside(exclude: str | None, where: Location) -> Callable[[str], bool]:
+    """Whether a folder found under `where` is the dataset `exclude` names or lies under it:
+    by real path for local folders (however either is spelled, through any symbolic link),
+    by normalised path in the same store otherwise."""
+    if exclude is None:
+        return lambda folder: False
+    dataset = locate(exclude)
+    if where.local and dataset.local:
+        real = os.path.realpath(dataset.path)
+
+        @cache
+        def inside(folder: str) -> bool:
+            return _under(os.path.realpath(folder), real)
+
+        return inside
+    if type(dataset.fs) is not type(where.fs):
+        return lambda folder: False
+    normal = posixpath.normpath(dataset.path)
+    return lambda folder: _under(posixpath.normpath(folder), normal)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _known(file: SourceFile, known: Mapping[str, SourceFile]) -> SourceFile:

@@ -17,7 +17,15 @@ from loganalyzer.errors import StorageError, UsageProblem
 from loganalyzer.fleet.discovery import find_runs
 from loganalyzer.fleet.document import runs_frame
 from loganalyzer.fleet.engines import Engine
-from loganalyzer.fleet.layout import DATASET_JSON, FILES, INDEX_SCHEMA, MANIFEST, RUNS, RUNS_DIR
+from loganalyzer.fleet.layout import (
+    DATASET_JSON,
+    FILES,
+    INDEX_SCHEMA,
+    MANIFEST,
+    RUNS,
+    RUNS_DIR,
+    is_leftover,
+)
 from loganalyzer.fleet.manifest import (
     decide,
     entries_by_folder,
@@ -166,7 +174,7 @@ def _prepare(dataset: Location) -> None:
     runs = dataset.join(RUNS_DIR)
     for path in runs.fs.ls(runs.path, detail=False):
         name = str(path).rstrip("/").rsplit("/", 1)[-1]
-        if name.startswith((".tmp-", ".old-")):
+        if is_leftover(name):
             runs.fs.rm(path, recursive=True)
 
 
@@ -185,12 +193,18 @@ def _replace_folder(
         if (entry.get("folder") or run_id) == folder and run_id not in now:
             del entries[run_id]
             rows.pop(run_id, None)
-            stale = dataset.join(RUNS_DIR, entry["key"])
-            if stale.fs.exists(stale.path):
-                stale.fs.rm(stale.path, recursive=True)
+            _remove(dataset.join(RUNS_DIR, entry["key"]))
     for outcome in outcomes:
+        before = entries.get(outcome.entry["run_id"])
+        if before is not None and before["key"] != outcome.entry["key"]:  # an older key's
+            _remove(dataset.join(RUNS_DIR, before["key"]))
         entries[outcome.entry["run_id"]] = outcome.entry
         rows[outcome.entry["run_id"]] = outcome.row
+
+
+def _remove(folder: Location) -> None:
+    if folder.fs.exists(folder.path):
+        folder.fs.rm(folder.path, recursive=True)
 
 
 def _refuse_duplicates(run_ids: list[str]) -> None:

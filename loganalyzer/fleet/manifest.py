@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.fleet.discovery import FolderSpec, SourceFile
-from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST
+from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST, run_key
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
 from loganalyzer.model import UTC_MICROS
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
@@ -130,7 +130,8 @@ def decide(
     rebuild: bool,
     reports: bool = False,
 ) -> Decision:
-    """Read a folder again when it is new, asked for (`--rebuild`), read by another schema or
+    """Read a folder again when it is new, asked for (`--rebuild`), read by another schema,
+    kept under a key of an older layout (one the clean-up of leftovers might take) or read
     with other options, without the reports now asked for, or when its files changed (for a
     W&B run: when it failed before). A file whose size and modification time are unchanged
     is taken as unchanged; one whose time alone changed is fingerprinted, and an unchanged
@@ -143,6 +144,8 @@ def decide(
         (e["index_schema"], e["summary_schema"]) != (INDEX_SCHEMA, SUMMARY_SCHEMA) for e in entries
     ):
         return Decision(spec, "older schema", [])
+    if any(e["key"] != run_key(e["run_id"]) for e in entries):  # named by an older layout
+        return Decision(spec, "older key", [])
     if any(e["settings"] != settings for e in entries):
         return Decision(spec, "other options", [])
     if reports and any(e["status"] == "ok" and not e.get("report") for e in entries):

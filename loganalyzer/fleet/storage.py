@@ -1,13 +1,21 @@
 """Where inputs and the dataset live: local paths or fsspec URLs (s3://, gs://, file://,
-memory://), so that the same index runs on a laptop and against object storage."""
+memory://), so that the same index runs on a laptop and against object storage.
+
+Only text with a `scheme://` is a URL. Anything else is a local path, never parsed by fsspec
+as a URL: `::` (fsspec's URL chaining), `#`, `?`, `*` and `[` are characters of a folder's
+name (a `~` that starts it is the home folder, as before). In a URL, `::` chains stores only
+where fsspec's chaining is meant (a protocol before it, or a URL after it): an object named
+`a::b` is one object."""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fsspec import AbstractFileSystem
+from fsspec import AbstractFileSystem, filesystem, get_filesystem_class
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -32,8 +40,25 @@ class Location:
         return path if self.local else str(self.fs.unstrip_protocol(path))
 
 
+# A URL: a scheme, then `://` (chained URLs included: `simplecache::s3://...`).
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*(?:::[A-Za-z][A-Za-z0-9+.-]*)*://")
+# fsspec's chaining: a bare protocol first (`simplecache::s3://...`), or a URL after `::`
+# (`zip://member::s3://bucket/a.zip`). Any other `::` is part of a name.
+_CHAINED = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::|::[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def locate(url: str) -> Location:
-    """The filesystem of a path or URL (a plain path is local)."""
+    """The filesystem of a path or URL. A plain path is local, made absolute and normal
+    (`a/../a/b`, `./a/./b`, `a//b/` are `a/b`) but with its symbolic links kept."""
+    if _URL.match(url) is None:
+        return Location(LocalFileSystem(), os.path.abspath(os.path.expanduser(url)))
+    if "::" in url and _CHAINED.search(url) is None:  # one store, a `::` in a name
+        protocol = url.split("://", 1)[0]
+        kind = get_filesystem_class(protocol)
+        fs = filesystem(protocol, **kind._get_kwargs_from_urls(url))
+        # stores strip a path with `::` in it unnormalised: the `::` is held aside meanwhile
+        path = str(kind._strip_protocol(url.replace("::", "\0"))).replace("\0", "::")
+        return Location(fs, path)
     fs, path = url_to_fs(url)
     return Location(fs, str(path))
 

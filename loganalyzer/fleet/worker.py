@@ -23,7 +23,7 @@ import polars as pl
 
 from loganalyzer import __version__
 from loganalyzer.errors import LogAnalyzerError, StorageError
-from loganalyzer.fleet.discovery import FolderSpec, registry
+from loganalyzer.fleet.discovery import FolderSpec, registry, shown
 from loganalyzer.fleet.document import failed_row, run_row
 from loganalyzer.fleet.layout import (
     INDEX_SCHEMA,
@@ -32,12 +32,16 @@ from loganalyzer.fleet.layout import (
     REPORT,
     RUNS_DIR,
     SUMMARY,
+    backup_name,
+    run_id,
     run_key,
+    temporary_name,
 )
 from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
+from loganalyzer.secrets import mask_text, planted_secrets
 from loganalyzer.spill import collect, scoped_folder
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
@@ -96,8 +100,9 @@ def _analysed(task: Task) -> list[Outcome]:
         {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
         for f in spec.files
     ]
-    if spec.uri is not None:  # a W&B run: its reference is its source
-        sources = [{"url": spec.uri, "size": 0, "mtime": None, "format": None, "fingerprint": None}]
+    if spec.uri is not None:  # a W&B run: its reference (as shown) is its source
+        listed = shown(spec.uri)
+        sources = [{"url": listed, "size": 0, "mtime": None, "format": None, "fingerprint": None}]
     paths: list[Path] = []
     outcomes: list[Outcome] = []
     try:
@@ -109,10 +114,10 @@ def _analysed(task: Task) -> list[Outcome]:
             runs = load_runs(names, registry())
             by_path = {str(p): source for p, source in zip(paths, sources, strict=False)}
             for number, loaded in enumerate(runs, start=1):
-                run_id = spec.folder if len(runs) == 1 else f"{spec.folder}#{number}"
                 read = dict.fromkeys(s.path for s in loaded.run.sources)
                 mine = [by_path[p] for p in read if p in by_path]
-                outcomes.append(_analyse(task, run_id, loaded, mine or sources, paths, began))
+                named = run_id(spec.folder, number, len(runs))
+                outcomes.append(_analyse(task, named, loaded, mine or sources, paths, began))
                 began = time.perf_counter()
     except StorageError:
         raise  # every folder after this one would fail alike: the index stops (`indexer`)
@@ -127,46 +132,51 @@ def _analysed(task: Task) -> list[Outcome]:
 
 def _analyse(
     task: Task,
-    run_id: str,
+    name: str,
     loaded: Loaded,
     sources: list[dict[str, Any]],
     paths: list[Path],
     began: float,
 ) -> Outcome:
     """Analyse one run of a folder exactly as `summary` does and write its folder."""
-    spec, key = task.spec, run_key(run_id)
+    spec, key = task.spec, run_key(name)
     try:
         settings = task.settings
         document = build_summary(
             loaded, settings.options, warmup=settings.warmup, slow_factor=settings.slow_factor
         )
         document = json.loads(_with_urls(json.dumps(document), paths, spec))
-        row = run_row(run_id, key, document, loaded.run)
+        row = run_row(name, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
-        _write_run(locate(task.dataset), key, run_id, loaded.run, document, report)
+        shown_as = _shown_sources(paths, spec)
+        _write_run(locate(task.dataset), key, name, loaded.run, document, report, shown_as)
     except StorageError:
         raise
     except (LogAnalyzerError, OSError) as exc:
-        return _failed(task, run_id, _with_urls(str(exc), paths, spec), sources, began)
+        return _failed(task, name, _with_urls(str(exc), paths, spec), sources, began)
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
         message = f"internal error {type(exc).__name__}: {exc}"
-        return _failed(task, run_id, _with_urls(message, paths, spec), sources, began)
-    return Outcome(_entry(task, run_id, "ok", None, sources, began, report is not None), row)
+        return _failed(task, name, _with_urls(message, paths, spec), sources, began)
+    return Outcome(_entry(task, name, "ok", None, sources, began, report is not None), row)
 
 
 def _failed(
-    task: Task, run_id: str, error: str, sources: list[dict[str, Any]], began: float
+    task: Task, name: str, error: str, sources: list[dict[str, Any]], began: float
 ) -> Outcome:
-    key = run_key(run_id)
+    """A run recorded with its error; the error masked (a W&B error quotes the reference it
+    could not read, password and all)."""
+    key = run_key(name)
+    if task.spec.uri is not None:
+        error = mask_text(error, planted_secrets({"reference": task.spec.uri}))
     _remove(locate(task.dataset).join(RUNS_DIR, key))  # no stale figures beside an error
     return Outcome(
-        _entry(task, run_id, "error", error, sources, began, False), failed_row(run_id, key, error)
+        _entry(task, name, "error", error, sources, began, False), failed_row(name, key, error)
     )
 
 
 def _entry(
     task: Task,
-    run_id: str,
+    name: str,
     status: str,
     error: str | None,
     sources: list[dict[str, Any]],
@@ -174,8 +184,8 @@ def _entry(
     report: bool,
 ) -> dict[str, Any]:
     return {
-        "run_id": run_id,
-        "key": run_key(run_id),
+        "run_id": name,
+        "key": run_key(name),
         "folder": task.spec.folder,
         "status": status,
         "error": error,
@@ -230,6 +240,14 @@ def _with_urls(text: str, paths: list[Path], spec: FolderSpec) -> str:
     return text
 
 
+def _shown_sources(paths: list[Path], spec: FolderSpec) -> dict[str, str]:
+    """How the tables' `source` column names the run's inputs that it holds otherwise: the
+    files as found (URLs), not their temporary local copies; a W&B reference as shown."""
+    if spec.uri is not None:
+        return {spec.uri: shown(spec.uri)}
+    return {str(p): f.url for p, f in zip(paths, spec.files, strict=False) if str(p) != f.url}
+
+
 def _write_run(
     dataset: Location,
     key: str,
@@ -237,24 +255,27 @@ def _write_run(
     run: Run,
     document: dict[str, Any],
     report: str | None,
+    shown_as: dict[str, str],
 ) -> None:
     """Write the run's folder under a temporary name, then rename it into place: an
-    interrupted index leaves no half-written run."""
+    interrupted index leaves no half-written run. The tables' sources are named as
+    `shown_as` says."""
     runs = dataset.join(RUNS_DIR)
-    temporary = runs.join(f".tmp-{key}-{os.getpid()}")
+    temporary = runs.join(temporary_name(key, os.getpid()))
     final = runs.join(key)
     fs = dataset.fs
     fs.makedirs(temporary.path, exist_ok=True)
     tag = pl.lit(run_id).alias("run_id")
-    _write_parquet(temporary.join(ITERATIONS), run.table.select(tag, pl.all()))
+    source = pl.col("source").replace(shown_as) if shown_as else pl.col("source")
+    _write_parquet(temporary.join(ITERATIONS), run.table.select(tag, pl.all()).with_columns(source))
     metrics = run.metrics.with_columns(pl.col("name", "source").cast(pl.String))
-    _write_parquet(temporary.join(METRICS), metrics.select(tag, pl.all()))
+    _write_parquet(temporary.join(METRICS), metrics.select(tag, pl.all()).with_columns(source))
     with fs.open(temporary.join(SUMMARY).path, "w") as stream:
         json.dump(document, stream, indent=2, allow_nan=False, default=str)
     if report is not None:
         with fs.open(temporary.join(REPORT).path, "w", encoding="utf-8") as stream:
             stream.write(report)
-    old = runs.join(f".old-{key}-{os.getpid()}")
+    old = runs.join(backup_name(key, os.getpid()))
     if fs.exists(final.path):
         fs.mv(final.path, old.path, recursive=True)
     fs.mv(temporary.path, final.path, recursive=True)
