@@ -4,8 +4,10 @@ password is in none of the dataset's files, names or outputs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +84,38 @@ def test_names_the_index_takes_for_its_own_leftovers_survive_a_second_index(
     assert (second["found"], second["skipped"]) == (9, 9)
     _assert_kept(dataset, 9)
     assert not any(name.startswith(".") for name in _run_folders(dataset))
+
+
+def _legacy_key(run_id: str) -> str:
+    """The key an earlier layout gave a run: the id's last 80 characters, a 32-bit hash."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id.replace("/", "__"))[-80:]
+    return f"{readable}-{hashlib.blake2b(run_id.encode(), digest_size=4).hexdigest()}"
+
+
+def test_a_dataset_under_older_keys_is_read_again_once_and_keeps_every_run(
+    tmp_path: Path,
+) -> None:
+    """A dataset written with the earlier keys (one of them `.tmp-AAA…`, taken by the
+    clean-up while the manifest said ok): the next index reads those runs again, keeps them
+    under the new keys and leaves no folder of an older key."""
+    log, _ = _logs(tmp_path)
+    root = tmp_path / "fleet"
+    for name in ("exp.tmp-" + "A" * 75, "run"):
+        (root / name).mkdir(parents=True)
+        shutil.copy(log, root / name / "slurm-1.out")
+    dataset = tmp_path / "index"
+    _index(str(root), "--out", str(dataset))
+    for table in ("manifest.parquet", "runs.parquet"):
+        frame = pl.read_parquet(dataset / table)
+        older = frame["run_id"].map_elements(_legacy_key, return_dtype=pl.String)
+        frame.with_columns(older.alias("key")).write_parquet(dataset / table)
+    for run in _manifest(dataset)["run_id"]:
+        (dataset / RUNS_DIR / run_key(run)).rename(dataset / RUNS_DIR / _legacy_key(run))
+    assert sum(name.startswith(".tmp-") for name in _run_folders(dataset)) == 1
+    again = _index(str(root), "--out", str(dataset))
+    assert (again["analysed"], again["reasons"]) == (2, {"older key": 2})
+    _assert_kept(dataset, 2)
+    assert _index(str(root), "--out", str(dataset))["skipped"] == 2
 
 
 def test_a_folder_named_like_a_run_of_another_folder_is_a_run_of_its_own(tmp_path: Path) -> None:
@@ -211,7 +245,7 @@ def test_a_w_and_b_reference_with_a_password_is_stored_and_shown_without_it(
         env = client_env(tmp_path / "client", server.base)
         command = [sys.executable, "-m", "loganalyzer", "index", str(listed), "--out"]
         index = subprocess.run(
-            [*command, str(dataset), *GPU, "--jobs", "1", "--json"],
+            [*command, str(dataset), *GPU, "--jobs", "1", "--json", "--reports"],
             env=env,
             capture_output=True,
             timeout=300,
@@ -253,6 +287,7 @@ def test_a_w_and_b_reference_with_a_password_is_stored_and_shown_without_it(
         )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["found"] == 1
+    assert b"other-secret" not in again.stdout + again.stderr
 
 
 ids = st.text(st.characters(codec="utf-8"), min_size=1, max_size=200)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import io
 import json
 import os
@@ -232,12 +233,16 @@ def _local_copies(spec: FolderSpec) -> Iterator[list[Path]]:
 
 
 def _with_urls(text: str, paths: list[Path], spec: FolderSpec) -> str:
-    """Text (JSON or a message) naming the files as found (URLs), not their temporary local
-    copies."""
-    for path, file in zip(paths, spec.files, strict=False):
-        if str(path) != file.url:
-            text = text.replace(json.dumps(str(path))[1:-1], json.dumps(file.url)[1:-1])
+    """Text (JSON, HTML or a message) naming the files as found (URLs), not their temporary
+    local copies, and a W&B reference as shown (`_shown_sources`), as written or escaped."""
+    for old, new in _shown_sources(paths, spec).items():
+        for escape in (str, _json_escaped, html.escape):
+            text = text.replace(escape(old), escape(new))
     return text
+
+
+def _json_escaped(text: str) -> str:
+    return json.dumps(text)[1:-1]
 
 
 def _shown_sources(paths: list[Path], spec: FolderSpec) -> dict[str, str]:
