@@ -224,6 +224,34 @@ def test_the_dataset_inside_a_root_is_never_read_however_it_is_spelled(
     assert _manifest(tmp_path / "root" / "ds")["run_id"].to_list() == ["root/run"]
 
 
+def test_a_root_inside_the_dataset_is_refused_in_one_line(tmp_path: Path) -> None:
+    log, _ = _logs(tmp_path)
+    (tmp_path / "root" / "run").mkdir(parents=True)
+    shutil.copy(log, tmp_path / "root" / "run" / log.name)
+    dataset = tmp_path / "root" / "ds"
+    assert _index(str(tmp_path / "root"), "--out", str(dataset))["found"] == 1
+    (dataset / "logs").mkdir()
+    shutil.copy(log, dataset / "logs" / log.name)
+    for root in (dataset / "logs", tmp_path / "root" / "." / "ds"):
+        result = CliRunner().invoke(main, ["index", str(root), "--out", str(dataset), *GPU])
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"Error: {root}: inside the dataset {dataset}, which is never read as input; name"
+            " a root outside it\n"
+        )
+    listed = dataset / "wandb-runs.txt"  # a list of W&B runs may be kept in the dataset
+    listed.write_text(f"{RUN}\n")
+    with replay_server() as server:
+        env = client_env(tmp_path / "client", server.base)
+        done = subprocess.run(
+            [sys.executable, "-m", "loganalyzer", "index", str(listed), "--out", str(dataset)],
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+
+
 PASSWORD = "Zq9hunter2x"  # the credential looked for in every output
 SHORT = "PASS"  # one shorter than the values masked wherever they appear
 

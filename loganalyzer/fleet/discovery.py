@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
 
-from loganalyzer.errors import InputError, UnrecognisedSourceError
+from loganalyzer.errors import InputError, UnrecognisedSourceError, UsageProblem
 from loganalyzer.fleet.engines import Engine
 from loganalyzer.fleet.layout import unit_name
 from loganalyzer.fleet.storage import Location, locate, modified
@@ -108,6 +108,11 @@ def find_runs(
         if references is not None:
             by_reference.extend(FolderSpec(unit_name(shown(r)), (), r) for r in references)
             continue
+        if where.fs.isdir(where.path) and _inside(exclude, where)(where.path):
+            raise UsageProblem(
+                f"{root}: inside the dataset {exclude}, which is never read as input;"
+                " name a root outside it"
+            )
         base = posixpath.basename(where.path.rstrip("/"))
         for folder, files in sorted(_folders(root, where, exclude).items()):
             relative = posixpath.relpath(folder, where.path)

@@ -256,7 +256,7 @@ def _shown_sources(paths: list[Path], spec: FolderSpec) -> dict[str, str]:
 def _write_run(
     dataset: Location,
     key: str,
-    run_id: str,
+    name: str,
     run: Run,
     document: dict[str, Any],
     report: str | None,
@@ -270,7 +270,7 @@ def _write_run(
     final = runs.join(key)
     fs = dataset.fs
     fs.makedirs(temporary.path, exist_ok=True)
-    tag = pl.lit(run_id).alias("run_id")
+    tag = pl.lit(name).alias("run_id")
     source = pl.col("source").replace(shown_as) if shown_as else pl.col("source")
     _write_parquet(temporary.join(ITERATIONS), run.table.select(tag, pl.all()).with_columns(source))
     metrics = run.metrics.with_columns(pl.col("name", "source").cast(pl.String))
