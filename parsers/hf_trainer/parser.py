@@ -388,7 +388,8 @@ def _tokens_per_step(train: pl.DataFrame, config: dict[str, ConfigValue], source
         return
     per_step = train.select(
         (pl.col("num_input_tokens_seen").diff() / pl.col("step").diff()).alias("t")
-    )["t"].drop_nulls()
+    )["t"]
+    per_step = per_step.filter(per_step.is_finite())  # a step logged twice divides by 0
     if per_step.len() and per_step.min() == per_step.max():
         value = per_step[0]
         config["tokens_per_step"] = ConfigValue(
