@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from loganalyzer import jsontext
 
 MAX_LAYER_PATTERN = 100_000
 
@@ -404,7 +405,7 @@ _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 def shape_from_hf_config(config: str | Path | Mapping[str, Any]) -> ModelShape:
     """A shape from a Hugging Face `config.json` (path or parsed dict)."""
     if not isinstance(config, Mapping):
-        config = json.loads(Path(config).read_text(encoding="utf-8"))
+        config = jsontext.loads(Path(config).read_text(encoding="utf-8"))
         if not isinstance(config, Mapping):
             raise ValueError(f"{config!r} is not a JSON object")
     model_type = str(config.get("model_type", ""))

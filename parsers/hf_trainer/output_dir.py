@@ -5,13 +5,13 @@ model's `config.json`, `all_results.json`/`train_results.json` and a PEFT `adapt
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from_preset
 from loganalyzer.model import ConfigValue, Provenance
@@ -72,9 +72,11 @@ def _load(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
         if text.startswith("#"):
             text = "".join(line for line in text.splitlines(True) if not line.startswith("#"))
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot be read ({exc})") from exc
+    except jsontext.TooDeepError as exc:
+        raise InputError(f"{path}: {exc}; not read") from exc
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON ({exc}); is the file whole?") from exc
     if not isinstance(data, dict):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import NothingReadError
 from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
@@ -230,7 +230,7 @@ def _printed_model_config(
     notes = []
     for line, name, text in configs.iter_rows():
         try:
-            shape = shape_from_hf_config(json.loads(text))
+            shape = shape_from_hf_config(jsontext.loads(text))
         except (ValueError, KeyError, TypeError) as exc:
             if '"num_hidden_layers"' in text or '"n_layer"' in text:
                 notes.append(f"{source}:{line}: the printed {name}'s shape not read ({exc})")

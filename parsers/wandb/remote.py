@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.wandb.credentials import base_url, missing_key
 from loganalyzer.sources import REFRESH_REMOTE as REFRESH
@@ -259,7 +260,7 @@ def _cache_file(ref: RunRef) -> Path:
 def _read_cache(ref: RunRef) -> Pulled | None:
     """The cached run, or None when there is none or it is damaged (it is pulled again)."""
     try:
-        values = json.loads(_cache_file(ref).read_text(encoding="utf-8"))
+        values = jsontext.loads(_cache_file(ref).read_text(encoding="utf-8"))
         cached = Pulled(**values, from_cache=True)
     except (OSError, ValueError, TypeError):
         return None
