@@ -5,14 +5,21 @@ references that would leave the cache."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loganalyzer import jsontext
 from loganalyzer.cli import main
+from loganalyzer.parsers.wandb import remote
 from tests.conftest import FIXTURES
 
 PLAIN = FIXTURES / "hf_trainer" / "plain"
@@ -62,3 +69,132 @@ def test_a_wandb_value_nested_100000_deep_is_kept_as_its_text() -> None:
     from loganalyzer.parsers.wandb.records import loads
 
     assert loads(DEEP) == DEEP
+
+
+HOSTILE_NAME = "run\x1b]52;c;cHduZWQ=\x07\u202eevil\x9d0;title\x9c"
+RAW = ("\x1b", "\x07", "\u202e", "\x9d", "\x9c")
+
+
+def test_a_hostile_folder_name_never_reaches_the_terminal_raw(tmp_path: Path) -> None:
+    """An OSC 52 (clipboard write), a BEL, a right-to-left override and the 8-bit OSC and
+    ST in folder names: escaped in summary's "reading" line, index's warnings and summary
+    line, fleet's text; the same helper for every printer."""
+    root = tmp_path / "root"
+    good = root / HOSTILE_NAME
+    shutil.copytree(PLAIN, good)
+    broken = root / (HOSTILE_NAME + "-broken")
+    broken.mkdir()
+    (broken / "trainer_state.json").write_text('{"log_history": [{"step": 1, "loss"')
+    dataset = tmp_path / "ds"
+    runner = CliRunner()
+    outputs = [
+        runner.invoke(main, ["summary", str(good / "trainer_state.json")]),
+        runner.invoke(main, ["index", str(root), "--out", str(dataset)]),
+        runner.invoke(main, ["fleet", str(dataset)]),
+        runner.invoke(main, ["summary", str(broken / "trainer_state.json")]),
+    ]
+    for result in outputs:
+        for stream in (result.stdout, result.stderr):
+            assert not any(c in stream for c in RAW), repr(stream)
+    summary, index, fleet, failed = outputs
+    assert "run\\x1b]52;c;cHduZWQ=\\x07\\u202eevil\\x9d0;title\\x9c" in summary.stderr
+    assert "reading " in summary.stderr
+    assert "warning: " in index.stderr and "\\u202eevil" in index.stderr
+    assert "\\u202eevil" in fleet.stdout
+    assert failed.exit_code == 1 and "\\u202eevil" in failed.stderr
+
+
+def test_every_printer_goes_through_the_terminal_helper() -> None:
+    """Nothing in the package prints but `loganalyzer.terminal.echo` (which escapes)."""
+    package = Path(__file__).resolve().parents[1]
+    printers = re.compile(r"click\.(echo|secho)\(|\bprint\(|sys\.std(out|err)\.write\(")
+    found = [
+        f"{path.relative_to(package)}:{number}"
+        for folder in ("loganalyzer", "parsers")
+        for path in sorted((package / folder).rglob("*.py"))
+        if path.name != "terminal.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if printers.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert found == []
+
+
+def _cli(*args: str, **streams: object) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "loganalyzer", *args]
+    return subprocess.run(command, text=True, check=False, **streams)  # type: ignore[call-overload,no-any-return]
+
+
+STATE = str(PLAIN / "trainer_state.json")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("extra", [["--json"], ["--markdown"], []])
+def test_stdout_on_a_full_device_is_a_one_line_error(extra: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        result = _cli("summary", STATE, "--quiet", *extra, stdout=full, stderr=subprocess.PIPE)
+    assert result.returncode == 1
+    assert result.stderr == "Error: cannot write to stdout (No space left on device)\n"
+
+
+def test_a_closed_stdout_is_a_one_line_error() -> None:
+    result = _cli(
+        "summary",
+        STATE,
+        "--quiet",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(1),
+    )
+    assert result.returncode == 1
+    assert (
+        result.stderr == "Error: stdout is closed: nothing can be printed (redirect it to a file)\n"
+    )
+
+
+def test_a_reader_that_closed_the_pipe_is_no_error() -> None:
+    """`| head -1`: the reader leaves before the output is written."""
+    reader = os.pipe()
+    os.close(reader[0])
+    with os.fdopen(reader[1], "w") as pipe:
+        result = _cli("summary", STATE, "--quiet", "--json", stdout=pipe, stderr=subprocess.PIPE)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_wandb_reference_never_reads_outside_the_cache(tmp_path: Path) -> None:
+    """`wandb:../../evil` read `$XDG_CACHE_HOME/evil.json` as the run's cache (and a pull
+    would have written it there)."""
+    (tmp_path / "loganalyzer" / "wandb").mkdir(parents=True)
+    history = [{"_step": i, "loss": 10 - i / 4, "_runtime": 2.0 * i} for i in range(1, 21)]
+    planted = {"state": "finished", "updated": None, "config": {}, "summary": {}}
+    planted |= {"metadata": {}, "history": history}
+    (tmp_path / "evil.json").write_text(json.dumps(planted))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env |= {"XDG_CACHE_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    env |= {"WANDB_BASE_URL": "http://127.0.0.1:9"}  # nothing listens: never reached
+    result = _cli("summary", "wandb:../../evil", capture_output=True, env=env)
+    assert result.returncode == 1
+    assert "no W&B API key" in result.stderr
+
+
+@given(
+    st.one_of(st.none(), st.text(min_size=1)),
+    st.text(min_size=1),
+    st.text(min_size=1),
+    st.sampled_from(["..", ".", "a/../..", "~", "%2E%2E"]),
+)
+def test_every_wandb_reference_has_its_own_cache_file_inside_the_cache(
+    entity: str | None, project: str, run_id: str, hostile: str
+) -> None:
+    root = remote.cache_root().resolve()
+    refs = [
+        remote.RunRef(entity, project, run_id),
+        remote.RunRef(hostile, hostile, hostile),
+        remote.RunRef(entity, project + hostile, run_id),
+    ]
+    files = [remote.cache_file(ref) for ref in refs]
+    for path in files:
+        assert path.resolve().is_relative_to(root)
+        assert path.resolve().parent.parent.parent == root
+        assert re.fullmatch(r"[A-Za-z0-9_%-]+(\.json)?", path.name)
+    assert len(set(files)) == len(set(refs))
