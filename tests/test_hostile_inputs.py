@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from loganalyzer import jsontext
 from loganalyzer.cli import main
 from loganalyzer.parsers.wandb import remote
+from loganalyzer.render.clip import MAX_SHOWN, clip
 from tests.conftest import FIXTURES
+from tests.hostile import write_hostile_log
 
 PLAIN = FIXTURES / "hf_trainer" / "plain"
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -198,3 +200,39 @@ def test_every_wandb_reference_has_its_own_cache_file_inside_the_cache(
         assert path.resolve().parent.parent.parent == root
         assert re.fullmatch(r"[A-Za-z0-9_%-]+(\.json)?", path.name)
     assert len(set(files)) == len(set(refs))
+
+
+def _long_value_log(folder: Path, fill: str) -> Path:
+    """The hostile Megatron log (tests/hostile.py) with a 200,000-character argument value."""
+    path = write_hostile_log(folder)
+    marker = "  tensorboard_dir ................................. "
+    text = path.read_text().replace(marker, marker + fill * 200_000 + " ")
+    path = folder / "long.log"
+    path.write_text(text)
+    return path
+
+
+def test_a_long_config_value_is_cut_in_every_display_and_whole_in_the_data(
+    tmp_path: Path,
+) -> None:
+    log = _long_value_log(tmp_path, "Z")
+    (tmp_path / "other").mkdir()
+    other = _long_value_log(tmp_path / "other", "Y")
+    page = tmp_path / "report.html"
+    runner = CliRunner()
+    assert runner.invoke(main, ["report", str(log), "-o", str(page), "-q"]).exit_code == 0
+    compared = runner.invoke(main, ["compare", str(log), str(other), "-q"])
+    exported = runner.invoke(main, ["export", str(log), "-o", str(tmp_path / "t.csv"), "-q"])
+    assert compared.exit_code == 0 and exported.exit_code == 0
+    cut = re.compile(r"(Z{1000}|Y{1000})… \(200,\d{3} characters\)")
+    html = page.read_text()
+    assert cut.search(html) and "Z" * 1001 not in html
+    assert len(html) < 5_000_000
+    assert len(cut.findall(compared.stdout)) == 2 and "Z" * 1001 not in compared.stdout
+    config = json.loads((tmp_path / "t.csv.config.json").read_text())
+    assert "Z" * 200_000 in json.dumps(config)
+
+
+def test_clip() -> None:
+    assert clip("a" * MAX_SHOWN) == "a" * MAX_SHOWN
+    assert clip("a" * 1234, 10) == "aaaaaaaaaa… (1,234 characters)"
