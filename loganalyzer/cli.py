@@ -40,7 +40,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent
-from loganalyzer.terminal import discard_stdout, echo
+from loganalyzer.terminal import discard_stdout, echo, warn
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
 # that use them, so `loganalyzer --help` starts without them.
@@ -181,7 +181,7 @@ def summary(
         if as_json:  # the terminal summary shows its warnings itself
             for document in documents:
                 for warning in document["warnings"]:
-                    echo(f"warning: {warning}", err=True)
+                    warn(warning)
     if as_json:
         shown: object = documents if split_runs else documents[0]
         echo(json.dumps(shown, indent=2, allow_nan=False, default=str))

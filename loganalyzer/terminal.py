@@ -20,6 +20,7 @@ import sys
 import click
 
 from loganalyzer.errors import OutputError
+from loganalyzer.render.clip import clip
 from loganalyzer.render.escape import terminal_safe
 
 
@@ -47,3 +48,8 @@ def discard_stdout() -> None:
     # not a real file (a test runner's capture): nothing will flush it at exit
     with contextlib.suppress(OSError, ValueError, AttributeError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def warn(text: str) -> None:
+    """A warning on stderr, cut as every display cuts a value from a log (`clip`)."""
+    echo(f"warning: {clip(text)}", err=True)

@@ -236,3 +236,19 @@ def test_a_long_config_value_is_cut_in_every_display_and_whole_in_the_data(
 def test_clip() -> None:
     assert clip("a" * MAX_SHOWN) == "a" * MAX_SHOWN
     assert clip("a" * 1234, 10) == "aaaaaaaaaa… (1,234 characters)"
+
+
+def test_a_long_value_quoted_by_a_warning_is_cut_on_the_terminal(tmp_path: Path) -> None:
+    """The bad log's second exp_name (a warning quotes it) made 200,000 characters long."""
+    text = (FIXTURES / "bad" / "ansi_and_controls.log").read_text()
+    first = text.index("  exp_name", text.index("exp_name") + 1)
+    end = text.index("\n", first)
+    log = tmp_path / "long.log"
+    log.write_text(text[:first] + "  exp_name ... " + "Q" * 200_000 + text[end:])
+    runner = CliRunner()
+    for extra in (["--json"], []):
+        result = runner.invoke(main, ["summary", str(log), *extra])
+        assert result.exit_code == 0
+        shown = result.stderr if extra else result.stdout
+        assert re.search(r"Q… \(200,\d{3} characters\)", shown), extra
+        assert "Q" * 1001 not in shown

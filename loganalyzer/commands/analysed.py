@@ -23,7 +23,7 @@ from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
-from loganalyzer.terminal import echo
+from loganalyzer.terminal import echo, warn
 
 if TYPE_CHECKING:  # polars and the analysis load with the command, not with `--help`
     from loganalyzer.load import Loaded
@@ -122,7 +122,7 @@ def summarise(
         show_listing(runs[0])
         for _, document in summarised:
             for warning in document["warnings"]:
-                echo(f"warning: {warning}", err=True)
+                warn(warning)
     return summarised
 
 

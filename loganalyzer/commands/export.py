@@ -17,7 +17,7 @@ from loganalyzer.commands.options import (
 )
 from loganalyzer.commands.runs import choose_runs, run_output
 from loganalyzer.errors import InputError, UsageProblem
-from loganalyzer.terminal import echo
+from loganalyzer.terminal import echo, warn
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
     import polars as pl
@@ -96,7 +96,7 @@ def export(
         rows, config_path = _write(loaded.run, path, kind, metrics)
         if not quiet:
             for warning in dict.fromkeys(loaded.run.warnings):  # what reading it skipped
-                echo(f"warning: {warning}", err=True)
+                warn(warning)
             which = f": run {number} of {len(runs)}, {described[number - 1]}" if split_runs else ""
             echo(f"wrote {path} ({rows} rows) and {config_path}{which}", err=True)
 
