@@ -252,3 +252,21 @@ def test_a_long_value_quoted_by_a_warning_is_cut_on_the_terminal(tmp_path: Path)
         shown = result.stderr if extra else result.stdout
         assert re.search(r"Q… \(200,\d{3} characters\)", shown), extra
         assert "Q" * 1001 not in shown
+
+
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [("+".join(["[1]"] * 50_000), "is nested too deep to read"), ("[0,2]", "only 0 and 1")],
+)
+def test_a_layer_pattern_past_reading_is_a_warning(tmp_path: Path, pattern: str, said: str) -> None:
+    """Megatron's `--moe-layer-freq` as printed in the arguments dump: a chain of 50,000
+    `+` raised RecursionError in Python's own parser, a bad value a ValueError; both were
+    internal errors."""
+    log = write_hostile_log(tmp_path)
+    layers = "  num_layers ...................................... 2\n"
+    moe = f"  num_experts ..................................... 4\n  moe_layer_freq ... {pattern}\n"
+    log.write_text(log.read_text().replace(layers, layers + moe))
+    result = CliRunner().invoke(main, ["summary", str(log), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any("argument moe_layer_freq" in w and said in w for w in warnings)
