@@ -270,3 +270,36 @@ def test_a_layer_pattern_past_reading_is_a_warning(tmp_path: Path, pattern: str,
     assert result.exit_code == 0, result.output
     warnings = json.loads(result.stdout)["warnings"]
     assert any("argument moe_layer_freq" in w and said in w for w in warnings)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", STATE, "-o", "/dev/full", "--to", "parquet"],
+        ["export", STATE, "-o", "/dev/full", "--to", "csv"],
+        ["report", STATE, "-o", "/dev/full"],
+        ["compare", STATE, STATE, "-o", "/dev/full"],
+    ],
+)
+def test_an_output_file_on_a_full_device_is_a_one_line_error(args: list[str]) -> None:
+    result = CliRunner().invoke(main, [*args, "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: /dev/full: cannot write")
+    assert "No space left on device" in result.stderr and "internal" not in result.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_fleet_page_on_a_full_device_is_a_one_line_error(tmp_path: Path) -> None:
+    shutil.copytree(PLAIN, tmp_path / "root" / "run")
+    runner = CliRunner()
+    dataset = str(tmp_path / "ds")
+    assert (
+        runner.invoke(main, ["index", str(tmp_path / "root"), "--out", dataset, "-q"]).exit_code
+        == 0
+    )
+    result = runner.invoke(main, ["fleet", dataset, "-o", "/dev/full"])
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "Error: /dev/full: cannot write (No space left on device)\n",
+    )

@@ -106,11 +106,15 @@ def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]
     and the config's path."""
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
+    import polars as pl
+
     try:
         rows = _sink(frame.lazy(), output, kind)  # streamed: a spilled table is never held
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
+    except pl.exceptions.ComputeError as exc:  # how polars' parquet sink reports a full disk
+        raise InputError(f"{output}: cannot write ({exc})") from exc
     return rows, config_path
 
 
