@@ -1,4 +1,5 @@
-"""The command line: the only module that prints or exits.
+"""The command line: the only module that exits; it and its commands print through
+`loganalyzer.terminal` alone (escaped for the terminal, a failed write an error).
 
 stdout carries only the data asked for (the summary with its warnings, the JSON); messages,
 progress and, beside the JSON, the warnings go to stderr. Errors are one line; `--debug`

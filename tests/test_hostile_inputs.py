@@ -180,7 +180,7 @@ def test_a_wandb_reference_never_reads_outside_the_cache(tmp_path: Path) -> None
 
 
 @given(
-    st.one_of(st.none(), st.text(min_size=1)),
+    st.one_of(st.none(), st.just("_default"), st.text(min_size=1)),
     st.text(min_size=1),
     st.text(min_size=1),
     st.sampled_from(["..", ".", "a/../..", "~", "%2E%2E"]),
@@ -198,7 +198,7 @@ def test_every_wandb_reference_has_its_own_cache_file_inside_the_cache(
     for path in files:
         assert path.resolve().is_relative_to(root)
         assert path.resolve().parent.parent.parent == root
-        assert re.fullmatch(r"[A-Za-z0-9_%-]+(\.json)?", path.name)
+        assert re.fullmatch(r"[A-Za-z0-9_%-]+\.json", path.name)
     assert len(set(files)) == len(set(refs))
 
 

@@ -258,10 +258,13 @@ def cache_file(ref: RunRef) -> Path:
     """Where a run is cached: one folder level per part of its reference, each part
     percent-encoded but for letters, digits, `-` and `_` (`.` too, so that no part is `..`
     and no part holds a `/`), so that every reference maps to its own file inside the
-    cache, whatever it is spelled with (`wandb:../../evil` would reach outside)."""
+    cache, whatever it is spelled with (`wandb:../../evil` would reach outside). A
+    reference without an entity (the key's default one) is under `@default`, which no
+    encoded name can be."""
     root = cache_root()
-    parts = (ref.entity or "_default", ref.project, ref.run_id)
-    path = root.joinpath(*(_file_name(part) for part in parts)).with_suffix(".json")
+    entity = "@default" if ref.entity is None else _file_name(ref.entity)
+    parts = (entity, _file_name(ref.project), _file_name(ref.run_id))
+    path = root.joinpath(*parts).with_suffix(".json")
     if not path.resolve().is_relative_to(root.resolve()):  # cannot happen; never written
         raise InputError(f"wandb:{ref.path()}: no cache file for it inside {root}")
     return path
