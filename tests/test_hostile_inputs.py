@@ -303,3 +303,17 @@ def test_a_fleet_page_on_a_full_device_is_a_one_line_error(tmp_path: Path) -> No
         1,
         "Error: /dev/full: cannot write (No space left on device)\n",
     )
+
+
+@pytest.mark.parametrize("marker", ['{"schema": ' + DEEP + "}", "{", "[1]"])
+def test_an_out_folder_whose_dataset_json_is_not_ours_is_refused(
+    tmp_path: Path, marker: str
+) -> None:
+    shutil.copytree(PLAIN, tmp_path / "root" / "run")
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "dataset.json").write_text(marker)
+    result = CliRunner().invoke(
+        main, ["index", str(tmp_path / "root"), "--out", str(tmp_path / "ds"), "-q"]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.endswith("not a loganalyzer dataset (dataset.json)\n")
