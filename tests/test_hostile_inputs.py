@@ -317,3 +317,11 @@ def test_an_out_folder_whose_dataset_json_is_not_ours_is_refused(
     )
     assert result.exit_code == 2
     assert result.stderr.endswith("not a loganalyzer dataset (dataset.json)\n")
+
+
+def test_a_pulled_wandb_config_nested_past_reading_is_refused() -> None:
+    deep: dict[str, object] = {}
+    for _ in range(200):  # a config W&B's client decoded (its own JSON, its own limit)
+        deep = {"a": deep}
+    pulled = remote.Pulled("finished", None, deep, {}, {}, [])
+    assert remote._shape_problem(pulled) == "a run config nested deeper than 100 levels"

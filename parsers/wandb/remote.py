@@ -239,6 +239,8 @@ def _shape_problem(pulled: Pulled) -> str | None:
     for name in ("config", "summary", "metadata"):
         if not isinstance(getattr(pulled, name), dict):
             return f"a run {name} that is not a mapping"
+        if jsontext.depth(getattr(pulled, name)) > jsontext.MAX_DEPTH:
+            return f"a run {name} nested deeper than {jsontext.MAX_DEPTH} levels"
     if not isinstance(pulled.history, list):
         return "a history that is not a list"
     if not all(isinstance(row, dict) for row in pulled.history):
