@@ -1,4 +1,5 @@
-"""The command line: the only module that prints or exits.
+"""The command line: the only module that exits; it and its commands print through
+`loganalyzer.terminal` alone (escaped for the terminal, a failed write an error).
 
 stdout carries only the data asked for (the summary with its warnings, the JSON); messages,
 progress and, beside the JSON, the warnings go to stderr. Errors are one line; `--debug`
@@ -8,7 +9,6 @@ shows the traceback.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -41,6 +41,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent
+from loganalyzer.terminal import discard_stdout, echo, warn
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
 # that use them, so `loganalyzer --help` starts without them.
@@ -55,21 +56,22 @@ class _Group(click.Group):
         except LogAnalyzerError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(terminal_safe(f"Error: {exc}"), err=True)
+            echo(f"Error: {exc}", err=True)
             sys.exit(exc.exit_code)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+        except click.ClickException as exc:  # click prints it: a path in it made safe too
+            setattr(exc, "message", terminal_safe(exc.message))  # noqa: B010 (Final in stubs)
+            raise
+        except (click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:  # the reader (`| head`) has all it wanted: not an error
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            discard_stdout()
             sys.exit(0)
         except Exception as exc:  # never a traceback for the user, unless asked for
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(
-                terminal_safe(
-                    f"Error: internal error {type(exc).__name__}: {exc} "
-                    "(rerun with --debug for the traceback, and please report it)"
-                ),
+            echo(
+                f"Error: internal error {type(exc).__name__}: {exc} "
+                "(rerun with --debug for the traceback, and please report it)",
                 err=True,
             )
             sys.exit(EXIT_INPUT)
@@ -180,15 +182,15 @@ def summary(
         if as_json:  # the terminal summary shows its warnings itself
             for document in documents:
                 for warning in document["warnings"]:
-                    click.echo(terminal_safe(f"warning: {warning}"), err=True)
+                    warn(warning)
     if as_json:
         shown: object = documents if split_runs else documents[0]
-        click.echo(json.dumps(shown, indent=2, allow_nan=False, default=str))
+        echo(json.dumps(shown, indent=2, allow_nan=False, default=str))
     elif markdown:
         from loganalyzer.render.markdown import render_markdown
         from loganalyzer.render.view import build_view
 
-        click.echo(
+        echo(
             "\n\n".join(
                 render_markdown(build_view(document, loaded.run, charts=False, quotes=False))
                 for document, loaded in zip(documents, runs, strict=True)
@@ -203,7 +205,7 @@ def summary(
             if split_runs
             else [""]
         )
-        click.echo(
+        echo(
             "\n\n".join(
                 heading + render_summary(doc)
                 for heading, doc in zip(headings, documents, strict=True)
@@ -248,14 +250,14 @@ def parsers(as_json: bool) -> None:
         for name, loaded in sorted(registry.parsers.items())
     ]
     if as_json:
-        click.echo(json.dumps({"parsers": rows, "broken": registry.broken}, indent=2))
+        echo(json.dumps({"parsers": rows, "broken": registry.broken}, indent=2))
         return
     width = max((len(r["name"]) for r in rows), default=0)
     for row in rows:
         schemes = "".join(f" {scheme}:" for scheme in row["schemes"])
-        click.echo(
+        echo(
             f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]"
             + (f"  schemes:{schemes}" if schemes else "")
         )
     for name, reason in sorted(registry.broken.items()):
-        click.echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")
+        echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")

@@ -52,6 +52,10 @@ class StorageError(LogAnalyzerError):
     """The temporary folder could not take what is written there (full, or not writable)."""
 
 
+class OutputError(LogAnalyzerError):
+    """stdout could not take the data asked for (a full device, a closed stream)."""
+
+
 class SchemaError(LogAnalyzerError):
     """A parser produced a table that breaks the data model (a bug in that parser)."""
 

@@ -55,6 +55,7 @@ NOT_FORMATS = {
     "fleet_text",
     "why",
     "escape",
+    "clip",
     "invariants",
 }
 

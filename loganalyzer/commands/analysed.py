@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
-
 from loganalyzer.commands.options import (
     RUN_OPTIONS,
     SHAPE_OPTIONS,
@@ -24,8 +22,8 @@ from loganalyzer.commands.options import (
 from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
-from loganalyzer.render.escape import terminal_safe
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
+from loganalyzer.terminal import echo, warn
 
 if TYPE_CHECKING:  # polars and the analysis load with the command, not with `--help`
     from loganalyzer.load import Loaded
@@ -84,7 +82,7 @@ def load_sources(
 
     registry = load_registry()
     for name, reason in registry.broken.items():
-        click.echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
+        echo(f"warning: parser plugin {name} failed to load: {reason}", err=True)
     token = READ_PROGRESS.set(None if quiet else ReadProgress())
     refreshing = REFRESH_REMOTE.set(refresh)
     try:
@@ -124,13 +122,13 @@ def summarise(
         show_listing(runs[0])
         for _, document in summarised:
             for warning in document["warnings"]:
-                click.echo(terminal_safe(f"warning: {warning}"), err=True)
+                warn(warning)
     return summarised
 
 
 def show_listing(loaded: Loaded) -> None:
     """On stderr: the files passed over and why, and those read as part of another source."""
     for skipped in loaded.ignored:
-        click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+        echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
     for part in loaded.read_along:
-        click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
+        echo(f"read {part.path} {part.how}", err=True)

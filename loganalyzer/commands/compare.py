@@ -9,6 +9,7 @@ import click
 
 from loganalyzer.commands.analysed import Settings, analysis_options, summarise
 from loganalyzer.errors import InputError, UsageProblem
+from loganalyzer.terminal import echo
 
 # What to do with a SOURCE that holds several runs.
 ONE_RUN_EACH = "compare takes one run per SOURCE: name each run's files as a SOURCE of its own."
@@ -78,9 +79,9 @@ def compare(
         runs.append(RunInput(name, document, loaded.run))
     view = build_compare(runs, x_axis=x_axis, generated_at=generated_at)  # type: ignore[arg-type]
     if as_json:
-        click.echo(json.dumps(compare_json(view), indent=2, allow_nan=False))
+        echo(json.dumps(compare_json(view), indent=2, allow_nan=False))
     else:
-        click.echo(render_compare_text(view))
+        echo(render_compare_text(view))
     if output is not None:
         from loganalyzer.render.html import render_compare_html
 
@@ -90,4 +91,4 @@ def compare(
         except OSError as exc:
             raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
         if not settings.quiet:
-            click.echo(f"wrote {output} ({len(page.encode()) / 1e6:.1f} MB)", err=True)
+            echo(f"wrote {output} ({len(page.encode()) / 1e6:.1f} MB)", err=True)

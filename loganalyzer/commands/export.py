@@ -17,7 +17,7 @@ from loganalyzer.commands.options import (
 )
 from loganalyzer.commands.runs import choose_runs, run_output
 from loganalyzer.errors import InputError, UsageProblem
-from loganalyzer.render.escape import terminal_safe
+from loganalyzer.terminal import echo, warn
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
     import polars as pl
@@ -96,11 +96,9 @@ def export(
         rows, config_path = _write(loaded.run, path, kind, metrics)
         if not quiet:
             for warning in dict.fromkeys(loaded.run.warnings):  # what reading it skipped
-                click.echo(terminal_safe(f"warning: {warning}"), err=True)
+                warn(warning)
             which = f": run {number} of {len(runs)}, {described[number - 1]}" if split_runs else ""
-            click.echo(
-                terminal_safe(f"wrote {path} ({rows} rows) and {config_path}{which}"), err=True
-            )
+            echo(f"wrote {path} ({rows} rows) and {config_path}{which}", err=True)
 
 
 def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]:
@@ -108,11 +106,15 @@ def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]
     and the config's path."""
     frame = run.metrics if metrics else run.table
     config_path = output.with_name(output.name + ".config.json")
+    import polars as pl
+
     try:
         rows = _sink(frame.lazy(), output, kind)  # streamed: a spilled table is never held
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
+    except pl.exceptions.ComputeError as exc:  # how polars' parquet sink reports a full disk
+        raise InputError(f"{output}: cannot write ({exc})") from exc
     return rows, config_path
 
 

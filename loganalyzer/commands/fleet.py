@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from loganalyzer.errors import InputError
+from loganalyzer.terminal import echo
+
 _FLEET_HELP = """Report across every run of DATASET (built by `loganalyzer index`).
 
 One row per run (worst first), runs grouped by configuration (model shape, parallelism,
@@ -36,9 +39,12 @@ def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
     document = build_fleet(dataset)
     if output is not None:
         html = render_fleet_html(build_view(document, output), dataset)
-        Path(output).write_text(html, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
+        try:
+            Path(output).write_text(html, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
+        echo(f"wrote {output}", err=True)
     if as_json:
-        click.echo(json.dumps(document, indent=2, allow_nan=False, default=str))
+        echo(json.dumps(document, indent=2, allow_nan=False, default=str))
     elif output is None:
-        click.echo(render_fleet_text(document))
+        echo(render_fleet_text(document))

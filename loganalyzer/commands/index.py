@@ -16,6 +16,7 @@ from loganalyzer.commands.options import (
     warmup_option,
 )
 from loganalyzer.errors import UsageProblem
+from loganalyzer.terminal import echo, warn
 
 _INDEX_HELP = """Index every run under ROOTS into the Parquet dataset --out.
 
@@ -107,10 +108,10 @@ def index_command(
     progress.close()
     if not quiet:
         for run_id, error in result.failed:
-            click.echo(f"warning: {run_id}: {error}", err=True)
+            warn(f"{run_id}: {error}")
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(result.reasons.items()))
         rate = result.bytes_analysed / 1e6 / result.seconds if result.seconds else 0.0
-        click.echo(
+        echo(
             f"{result.found} runs found: {result.analysed} analysed"
             + (f" ({reasons})" if reasons else "")
             + f", {result.skipped} skipped as unchanged, {len(result.failed)} failed;"
@@ -118,7 +119,7 @@ def index_command(
             err=True,
         )
     if as_json:
-        click.echo(
+        echo(
             json.dumps(
                 {
                     "dataset": dataset,

@@ -21,6 +21,7 @@ from loganalyzer.flops.shape import (
     layered_shape,
 )
 from loganalyzer.render.numbers import UNKNOWN, number, percent
+from loganalyzer.terminal import echo
 
 _MFU_HELP = """Compute FLOPs per iteration, TFLOPS/GPU, MFU and HFU from numbers.
 
@@ -115,15 +116,15 @@ def mfu(
         "warnings": warnings,
     }
     if as_json:
-        click.echo(json.dumps(document, indent=2))
+        echo(json.dumps(document, indent=2))
         return
     for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(_mfu_text(flops, peak))
-    click.echo()
-    click.echo(result.derivation)
+        echo(f"warning: {warning}", err=True)
+    echo(_mfu_text(flops, peak))
+    echo()
+    echo(result.derivation)
     for assumption in result.assumptions:
-        click.echo(f"assumes:  {assumption}")
+        echo(f"assumes:  {assumption}")
 
 
 def _flops(

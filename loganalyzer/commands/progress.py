@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
+from loganalyzer.terminal import echo
 
 
 def show_progress(message: str) -> None:
     """A progress message (which file is being read, by which parser) on stderr."""
-    click.echo(message, err=True)
+    echo(message, err=True)
 
 
 class ReadProgress:
@@ -27,4 +27,4 @@ class ReadProgress:
             return
         self.shown[path] = done // step
         share = f" ({done * 100 // total} %)" if total else ""
-        click.echo(f"  {path}: {done >> 20} MB read{share}", err=True)
+        echo(f"  {path}: {done >> 20} MB read{share}", err=True)

@@ -10,7 +10,7 @@ from loganalyzer.commands.analysed import Settings, analysis_options, summarise
 from loganalyzer.commands.options import run_option, split_runs_option
 from loganalyzer.commands.runs import run_output
 from loganalyzer.errors import InputError
-from loganalyzer.render.escape import terminal_safe
+from loganalyzer.terminal import echo
 
 
 @click.command()
@@ -77,4 +77,4 @@ def report(
         if not settings.quiet:
             size = f"{len(page.encode()) / 1e6:.1f} MB"
             which = f": run {number} of {len(summarised)}, {line}" if split_runs else ""
-            click.echo(terminal_safe(f"wrote {path} ({size}){which}"), err=True)
+            echo(f"wrote {path} ({size}){which}", err=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loganalyzer import __version__
+from loganalyzer import __version__, jsontext
 from loganalyzer.errors import StorageError, UsageProblem
 from loganalyzer.fleet.discovery import find_runs
 from loganalyzer.fleet.document import runs_frame
@@ -156,7 +156,11 @@ def _check_dataset(dataset: Location) -> None:
     marker = dataset.join(DATASET_JSON)
     if dataset.fs.exists(marker.path):
         with dataset.fs.open(marker.path, "r") as stream:
-            found = json.load(stream).get("schema")
+            try:
+                marked = jsontext.loads(stream.read())
+            except ValueError:  # not JSON, or nested past reading: not ours
+                marked = None
+        found = marked.get("schema") if isinstance(marked, dict) else None
         if not str(found).startswith("loganalyzer.index/"):
             raise UsageProblem(f"{dataset.url()}: not a loganalyzer dataset ({DATASET_JSON})")
     elif dataset.fs.exists(dataset.path) and dataset.fs.ls(dataset.path):

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
 from loganalyzer.fleet.layout import REPORT, RUNS_DIR
 from loganalyzer.fleet.storage import locate
+from loganalyzer.render.clip import clip
 from loganalyzer.render.numbers import TIMES, number, percent, plural
 
 CAUSE_NAMES = LOST_LINES  # the goodput budget's own names
@@ -289,7 +290,13 @@ def _status(row: Mapping[str, Any]) -> str:
 
 
 def _changes(changes: Sequence[Mapping[str, Any]]) -> str:
-    return "; ".join(f"{c['key']}: {c['before']} → {c['after']}" for c in changes) or "none seen"
+    return (
+        "; ".join(
+            f"{clip(str(c['key']))}: {clip(str(c['before']))} → {clip(str(c['after']))}"
+            for c in changes
+        )
+        or "none seen"
+    )
 
 
 def _hours(value: float | None) -> str:

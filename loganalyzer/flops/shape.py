@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from loganalyzer import jsontext
 
 MAX_LAYER_PATTERN = 100_000
 
@@ -182,9 +183,11 @@ def parse_moe_layer_freq(text: str | int) -> int | tuple[int, ...]:
         return _check_freq(text)
     try:
         node = ast.parse(text.strip(), mode="eval").body
+        value = _layer_pattern(node, text)
     except SyntaxError as exc:
         raise ValueError(f"cannot parse moe_layer_freq {text!r}") from exc
-    value = _layer_pattern(node, text)
+    except RecursionError:  # a chain of thousands of `+` (Python parses and walks it deep)
+        raise ValueError(f"moe_layer_freq {text[:80]!r}… is nested too deep to read") from None
     if isinstance(value, int):
         return _check_freq(value)
     if any(v not in (0, 1) for v in value):
@@ -338,10 +341,11 @@ def _int(args: Mapping[str, str], name: str) -> int | None:
 
 
 class ArgumentError(ValueError):
-    """An argument printed with a value that is not what it should be (a number)."""
+    """An argument printed with a value that is not what it should be (a number, a layer
+    pattern)."""
 
-    def __init__(self, name: str, value: str) -> None:
-        super().__init__(f"argument {name} = {value!r} is not a number")
+    def __init__(self, name: str, value: str, reason: str | None = None) -> None:
+        super().__init__(reason or f"argument {name} = {value!r} is not a number")
         self.name = name
 
 
@@ -363,6 +367,10 @@ def shape_from_megatron_args(args: Mapping[str, str]) -> ModelShape:
         groups = _int(args, "num_key_value_heads")
     swiglu = bool(_bool(args, "swiglu")) or _arg(args, "glu_activation") is not None
     freq_text = _arg(args, "moe_layer_freq")
+    try:
+        freq = None if freq_text is None else parse_moe_layer_freq(freq_text)
+    except ValueError as exc:
+        raise ArgumentError("moe_layer_freq", str(freq_text), f"argument {exc}") from None
     # One expert is the dense MLP (Megatron-DeepSpeed's default `--num-experts 1`).
     experts = _int(args, "num_experts")
     normalization = _arg(args, "normalization")
@@ -386,7 +394,7 @@ def shape_from_megatron_args(args: Mapping[str, str]) -> ModelShape:
         moe_router_topk=_int(args, "moe_router_topk"),
         moe_ffn_hidden_size=_int(args, "moe_ffn_hidden_size"),
         moe_shared_expert_intermediate_size=_int(args, "moe_shared_expert_intermediate_size"),
-        moe_layer_freq=None if freq_text is None else parse_moe_layer_freq(freq_text),
+        moe_layer_freq=freq,
         max_position_embeddings=_int(args, "max_position_embeddings"),
         add_bias_linear=_bool(args, "add_bias_linear"),
         add_qkv_bias=_bool(args, "add_qkv_bias"),
@@ -404,7 +412,7 @@ _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 def shape_from_hf_config(config: str | Path | Mapping[str, Any]) -> ModelShape:
     """A shape from a Hugging Face `config.json` (path or parsed dict)."""
     if not isinstance(config, Mapping):
-        config = json.loads(Path(config).read_text(encoding="utf-8"))
+        config = jsontext.loads(Path(config).read_text(encoding="utf-8"))
         if not isinstance(config, Mapping):
             raise ValueError(f"{config!r} is not a JSON object")
     model_type = str(config.get("model_type", ""))

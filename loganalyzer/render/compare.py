@@ -16,6 +16,7 @@ import polars as pl
 
 from loganalyzer.model import Run
 from loganalyzer.render.charts import base_layout
+from loganalyzer.render.clip import clip
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.numbers import TIMES, duration, number, percent
 from loganalyzer.render.view import build_view, chart_facts
@@ -63,6 +64,16 @@ class FigureRow:
 class ConfigDifference:
     name: str
     values: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The name as shown (cut, `clip`)."""
+        return clip(self.name)
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """The values as the page and the terminal show them (cut, `clip`)."""
+        return tuple(clip(value) for value in self.values)
 
 
 @dataclass(frozen=True)
@@ -318,5 +329,5 @@ def render_compare_text(view: CompareView) -> str:
     if view.config:
         lines += ["", f"config differences ({len(view.config)}):"]
         for diff in view.config:
-            lines.append(f"  {diff.name}: " + " | ".join(diff.values))
+            lines.append(f"  {diff.label}: " + " | ".join(diff.shown))
     return "\n".join(lines)

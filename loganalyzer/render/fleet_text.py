@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loganalyzer.fleet.document import LOST_LINES
+from loganalyzer.render.clip import clip
 from loganalyzer.render.numbers import number, percent, plural
 
 
@@ -31,7 +32,10 @@ def render_fleet_text(document: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append(f"Regressions ({len(document['regressions'])})")
     for r in document["regressions"]:
-        changes = "; ".join(f"{c['key']} {c['before']} → {c['after']}" for c in r["config_changes"])
+        changes = "; ".join(
+            f"{clip(str(c['key']))} {clip(str(c['before']))} → {clip(str(c['after']))}"
+            for c in r["config_changes"]
+        )
         lines.append(
             f"  {r['run_id']}: step {number(r['step_time_s'], '.4g', ' s')} vs group median "
             f"{number(r['baseline_s'], '.4g', ' s')} ({percent(r['slowdown'])} slower)"

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loganalyzer.errors import InputError
+from loganalyzer.render.clip import clip
 from loganalyzer.sources import iter_line_chunks
 
 # A quoted line is cut here: some logs glue kilobytes of records onto one line.
@@ -29,9 +30,7 @@ def read_lines(wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
             for first, chunk in iter_line_chunks(Path(path)):
                 for number in lines & set(range(first, first + len(chunk))):
                     text = chunk[number - first]
-                    found[(path, number)] = (
-                        text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE] + "…"
-                    )
+                    found[(path, number)] = clip(text, MAX_QUOTE)
                 if first + len(chunk) > last:
                     break
         except (InputError, OSError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_label
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import (
@@ -236,5 +237,5 @@ def render_summary(doc: dict[str, Any]) -> str:
     if doc.get("warnings"):
         lines.append("")
         lines.append("Warnings")
-        lines += [f"  {warning}" for warning in doc["warnings"]]
+        lines += [f"  {clip(warning)}" for warning in doc["warnings"]]
     return terminal_safe("\n".join(lines))

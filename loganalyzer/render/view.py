@@ -17,6 +17,7 @@ from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
+from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_legend, pace_note
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
@@ -100,7 +101,7 @@ def build_view(
         facts=_facts(doc),
         config=_config(run),
         formula=str(_get(doc, "flops", "derivation") or ""),
-        warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+        warnings=tuple(clip(str(w)) for w in doc.get("warnings") or ()),
     )
 
 
@@ -559,6 +560,8 @@ def _config(run: Run | None) -> tuple[ConfigRow, ...]:
         return ()
     planted = planted_secrets({name: value.value for name, value in run.config.items()})
     return tuple(
-        ConfigRow(name, number(mask_value(name, value.value, planted)), str(value.provenance))
+        ConfigRow(
+            clip(name), clip(number(mask_value(name, value.value, planted))), str(value.provenance)
+        )
         for name, value in sorted(run.config.items())
     )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.model import ConfigValue, Provenance
 from loganalyzer.parsers.run_config import typed
 from loganalyzer.sources import note_read_along
@@ -158,7 +158,7 @@ def json_config(log: Path) -> tuple[dict[str, ConfigValue], list[str]]:
             note_read_along(path, False, f"{log}'s DeepSpeed settings came from {used}")
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             warnings.append(f"{path}: not read ({exc}); its DeepSpeed settings are not used")
             note_read_along(path, False, f"a DeepSpeed config that cannot be read ({exc})")

@@ -5,13 +5,13 @@ model's `config.json`, `all_results.json`/`train_results.json` and a PEFT `adapt
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.flops.shape import ModelShape, shape_from_hf_config, shape_from_preset
 from loganalyzer.model import ConfigValue, Provenance
@@ -72,9 +72,11 @@ def _load(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
         if text.startswith("#"):
             text = "".join(line for line in text.splitlines(True) if not line.startswith("#"))
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot be read ({exc})") from exc
+    except jsontext.TooDeepError as exc:
+        raise InputError(f"{path}: {exc}; not read") from exc
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON ({exc}); is the file whole?") from exc
     if not isinstance(data, dict):
@@ -84,10 +86,12 @@ def _load(path: Path) -> dict[str, Any]:
 
 def log_entries(path: Path) -> tuple[pl.DataFrame, dict[str, Any], list[str]]:
     """The output_dir's log entries as a long frame, the newest state's top-level fields,
-    and notes. An entry (a step and its keys) the newest copy lacks is taken from an older
-    one; `line` is null (JSON has no lines that mean anything here)."""
+    and notes. A step is taken whole from the newest copy that logged it (a resumed run
+    may log more keys for a step than the checkpoint it resumed from did: the entries are
+    the same step, not another one); steps the newer copies lack come from older ones.
+    `line` is null (JSON has no lines that mean anything here)."""
     copies = state_copies(run_root(path)) if path.name == STATE else [path]
-    seen: set[tuple[int, tuple[str, ...]]] = set()
+    taken: set[int] = set()
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     newest: dict[str, Any] = {}
@@ -99,26 +103,28 @@ def log_entries(path: Path) -> tuple[pl.DataFrame, dict[str, Any], list[str]]:
         if not isinstance(history, list):
             notes.append(f"{copy}: no log_history list; not used")
             continue
-        added = 0
-        for item in history:
-            if not isinstance(item, dict) or not isinstance(item.get("step"), int):
-                continue
-            identity = (item["step"], tuple(sorted(k for k in item if k != "step")))
-            if identity in seen:
-                continue
-            seen.add(identity)
-            added += 1
+        entries = [
+            item
+            for item in history
+            if isinstance(item, dict)
+            and isinstance(item.get("step"), int)
+            and not isinstance(item["step"], bool)
+            and item["step"] not in taken
+        ]
+        for item in entries:
             entry = len(rows)
             rows.extend(
                 {"entry": entry, "step": item["step"], "line": None, "key": k, "value": float(v)}
                 for k, v in item.items()
                 if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
             )
+        taken.update(item["step"] for item in entries)
+        added = len(entries)
         if position > 0 and added:
             notes.append(f"{copy}: {added} log entries the newer state lacks were taken from it")
         if position > 0:
-            taken = f"{added} log entries the newer state lacks" if added else "nothing"
-            _read(copy, f"an older trainer_state.json ({taken} taken from it)")
+            what = f"{added} log entries the newer state lacks" if added else "nothing"
+            _read(copy, f"an older trainer_state.json ({what} taken from it)")
     frame = pl.DataFrame(rows, schema=ENTRY_SCHEMA).with_columns(
         # entries in step order, whichever copy they came from
         entry=pl.struct("step", "entry").rank("dense").cast(pl.Int64)

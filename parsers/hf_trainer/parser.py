@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import NothingReadError
 from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
@@ -230,7 +230,7 @@ def _printed_model_config(
     notes = []
     for line, name, text in configs.iter_rows():
         try:
-            shape = shape_from_hf_config(json.loads(text))
+            shape = shape_from_hf_config(jsontext.loads(text))
         except (ValueError, KeyError, TypeError) as exc:
             if '"num_hidden_layers"' in text or '"n_layer"' in text:
                 notes.append(f"{source}:{line}: the printed {name}'s shape not read ({exc})")
@@ -388,7 +388,8 @@ def _tokens_per_step(train: pl.DataFrame, config: dict[str, ConfigValue], source
         return
     per_step = train.select(
         (pl.col("num_input_tokens_seen").diff() / pl.col("step").diff()).alias("t")
-    )["t"].drop_nulls()
+    )["t"]
+    per_step = per_step.filter(per_step.is_finite())  # a step logged twice divides by 0
     if per_step.len() and per_step.min() == per_step.max():
         value = per_step[0]
         config["tokens_per_step"] = ConfigValue(

@@ -3,12 +3,12 @@ tqdm bars (glued with `\\r`), PEFT's `trainable params` line, whatever the launc
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.textlog import clean, line_frames, split_glued, strip_launcher
 
 CANDIDATES = (
@@ -153,7 +153,7 @@ def _config_blocks(frame: pl.DataFrame) -> pl.DataFrame:
             continue
         block = "{" + "\n".join(body[: body.index(end)]) + "}"
         try:
-            json.loads(block)
+            jsontext.loads(block)
         except ValueError:
             continue
         rows.append((line, name, block))

@@ -4,13 +4,13 @@ only, so that numpy and the protobuf decoding load when an event file is read.""
 
 from __future__ import annotations
 
-import json
 import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
 from loganalyzer.parsers.crc import U8Array
@@ -179,7 +179,7 @@ def _config(source: str, decoded: Decoded) -> tuple[dict[str, ConfigValue], list
     for text in decoded.texts:
         if text.tag in JSON_TEXTS:
             try:
-                values = json.loads(text.text)
+                values = jsontext.loads(text.text)
             except ValueError:
                 warnings.append(f"{source}: text summary {text.tag!r} is not JSON; not read")
                 continue

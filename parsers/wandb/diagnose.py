@@ -8,10 +8,11 @@ status, a body that is not JSON, JSON that is not a GraphQL response.
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 from http import HTTPStatus
+
+from loganalyzer import jsontext
 
 # Seconds the diagnosing request may take.
 PROBE_TIMEOUT_S = 2.0
@@ -56,7 +57,7 @@ def _status(code: int, base_url: str) -> str | None:
 
 def _body(body: bytes, base_url: str) -> str | None:
     try:
-        document = json.loads(body)
+        document = jsontext.loads(body)
     except ValueError:
         head = " ".join(body[:40].decode("utf-8", "replace").split())
         return (

@@ -4,11 +4,11 @@ load when a W&B run is read."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
 from loganalyzer.parsers.framing import framing_warnings
@@ -111,7 +111,7 @@ def _metadata_file(path: Path) -> dict[str, object]:
     0.2x, and by synced runs)."""
     meta = path.parent / "files" / "wandb-metadata.json"
     try:
-        values = json.loads(meta.read_text(encoding="utf-8"))
+        values = jsontext.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     found: dict[str, object] = {}

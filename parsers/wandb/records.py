@@ -7,10 +7,11 @@ version from 0.16 to today.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from loganalyzer import jsontext
 
 # Columns of the long history table (one row per logged scalar).
 HISTORY_COLUMNS = ("name", "step", "wall_time", "value", "record")
@@ -49,7 +50,7 @@ def key_of(item: Any) -> str:
 def loads(text: str) -> object:
     """A `value_json` (JSON with NaN and Infinity, as Python's json writes them)."""
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except ValueError:
         return text
 

@@ -21,16 +21,18 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loganalyzer import jsontext
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.wandb.credentials import base_url, missing_key
 from loganalyzer.sources import REFRESH_REMOTE as REFRESH
+from loganalyzer.terminal import echo
 
 # Seconds W&B may leave a request unanswered (the first contact: login check and run record;
 # each page of history; the metadata file), retries included, before the pull ends with an
@@ -208,7 +210,7 @@ def _pull(
         answers.answered("the run's history")
         rows.append(dict(row))
         if len(rows) % 10_000 == 0:
-            print(f"  {source}: {len(rows):,} history rows pulled", file=sys.stderr)
+            echo(f"  {source}: {len(rows):,} history rows pulled", err=True)
     answers.answered("the run's summary and metadata file")
     config = run.config
     summary = _plain(run.summary)
@@ -237,6 +239,8 @@ def _shape_problem(pulled: Pulled) -> str | None:
     for name in ("config", "summary", "metadata"):
         if not isinstance(getattr(pulled, name), dict):
             return f"a run {name} that is not a mapping"
+        if jsontext.depth(getattr(pulled, name)) > jsontext.MAX_DEPTH:
+            return f"a run {name} nested deeper than {jsontext.MAX_DEPTH} levels"
     if not isinstance(pulled.history, list):
         return "a history that is not a list"
     if not all(isinstance(row, dict) for row in pulled.history):
@@ -252,14 +256,31 @@ def _plain(summary: Any) -> dict[str, Any]:
         return {}
 
 
-def _cache_file(ref: RunRef) -> Path:
-    return cache_root() / (ref.entity or "_default") / ref.project / f"{ref.run_id}.json"
+def cache_file(ref: RunRef) -> Path:
+    """Where a run is cached: one folder level per part of its reference, each part
+    percent-encoded but for letters, digits, `-` and `_` (`.` too, so that no part is `..`
+    and no part holds a `/`), so that every reference maps to its own file inside the
+    cache, whatever it is spelled with (`wandb:../../evil` would reach outside). A
+    reference without an entity (the key's default one) is under `@default`, which no
+    encoded name can be."""
+    root = cache_root()
+    entity = "@default" if ref.entity is None else _file_name(ref.entity)
+    parts = (entity, _file_name(ref.project), _file_name(ref.run_id))
+    path = root.joinpath(*parts).with_suffix(".json")
+    if not path.resolve().is_relative_to(root.resolve()):  # cannot happen; never written
+        raise InputError(f"wandb:{ref.path()}: no cache file for it inside {root}")
+    return path
+
+
+def _file_name(part: str) -> str:
+    """A reference's part as a file name: only [A-Za-z0-9_-] and %XX (UTF-8 bytes)."""
+    return urllib.parse.quote(part, safe="").replace(".", "%2E").replace("~", "%7E")
 
 
 def _read_cache(ref: RunRef) -> Pulled | None:
     """The cached run, or None when there is none or it is damaged (it is pulled again)."""
     try:
-        values = json.loads(_cache_file(ref).read_text(encoding="utf-8"))
+        values = jsontext.loads(cache_file(ref).read_text(encoding="utf-8"))
         cached = Pulled(**values, from_cache=True)
     except (OSError, ValueError, TypeError):
         return None
@@ -269,7 +290,7 @@ def _read_cache(ref: RunRef) -> Pulled | None:
 def _write_cache(ref: RunRef, pulled: Pulled) -> None:
     """Written whole to a temporary name first, so that an interrupted pull leaves no
     half-written cache behind."""
-    path = _cache_file(ref)
+    path = cache_file(ref)
     values = {
         "state": pulled.state,
         "updated": pulled.updated,
