@@ -534,6 +534,12 @@ def _trainer_state(log_history: object, *, broken: bool = False) -> Builder:
     return build
 
 
+def _deep_trainer_state(scratch: Path) -> list[str]:
+    path = scratch / "trainer_state.json"
+    path.write_text('{"global_step": 20, "log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    return [str(path)]
+
+
 def _two_runs(scratch: Path) -> list[str]:
     return [str(BAD / "two_runs")]
 
@@ -611,6 +617,15 @@ CASES += [
         0,
         "no log_history list; not used",
         "name an intact trainer_state.json (the config it holds is still read)",
+        needs="parser:hf_trainer",
+    ),
+    Case(
+        "trainer_state_deep",
+        "a trainer_state.json nested 100,000 levels deep",
+        _deep_trainer_state,
+        1,
+        "JSON nested deeper than 100 levels",
+        "the file is damaged or hostile (no framework writes such nesting): name another copy",
         needs="parser:hf_trainer",
     ),
     Case(
