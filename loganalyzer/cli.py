@@ -41,6 +41,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent
+from loganalyzer.secrets import mask_secrets
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
 # that use them, so `loganalyzer --help` starts without them.
@@ -55,7 +56,7 @@ class _Group(click.Group):
         except LogAnalyzerError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(terminal_safe(f"Error: {exc}"), err=True)
+            click.echo(terminal_safe(f"Error: {mask_secrets(str(exc))}"), err=True)
             sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
@@ -67,7 +68,7 @@ class _Group(click.Group):
                 raise
             click.echo(
                 terminal_safe(
-                    f"Error: internal error {type(exc).__name__}: {exc} "
+                    f"Error: internal error {type(exc).__name__}: {mask_secrets(str(exc))} "
                     "(rerun with --debug for the traceback, and please report it)"
                 ),
                 err=True,

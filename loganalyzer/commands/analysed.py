@@ -25,6 +25,7 @@ from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
 from loganalyzer.render.escape import terminal_safe
+from loganalyzer.secrets import mask_secrets
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 
 if TYPE_CHECKING:  # polars and the analysis load with the command, not with `--help`
@@ -131,6 +132,7 @@ def summarise(
 def show_listing(loaded: Loaded) -> None:
     """On stderr: the files passed over and why, and those read as part of another source."""
     for skipped in loaded.ignored:
-        click.echo(terminal_safe(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+        said = mask_secrets(f"ignored {skipped.path}: {skipped.reason}")
+        click.echo(terminal_safe(said), err=True)
     for part in loaded.read_along:
-        click.echo(terminal_safe(f"read {part.path} {part.how}"), err=True)
+        click.echo(terminal_safe(mask_secrets(f"read {part.path} {part.how}")), err=True)

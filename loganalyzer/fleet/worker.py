@@ -38,6 +38,7 @@ from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
+from loganalyzer.secrets import mask_frame, mask_secrets, run_secrets
 from loganalyzer.spill import collect, scoped_folder
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
@@ -159,6 +160,7 @@ def _failed(
 ) -> Outcome:
     key = run_key(run_id)
     _remove(locate(task.dataset).join(RUNS_DIR, key))  # no stale figures beside an error
+    error = mask_secrets(error)  # an error may quote the line it stopped at
     return Outcome(
         _entry(task, run_id, "error", error, sources, began, False), failed_row(run_id, key, error)
     )
@@ -246,9 +248,11 @@ def _write_run(
     fs = dataset.fs
     fs.makedirs(temporary.path, exist_ok=True)
     tag = pl.lit(run_id).alias("run_id")
-    _write_parquet(temporary.join(ITERATIONS), run.table.select(tag, pl.all()))
+    # the files' paths and the metrics' names, masked as the summary's are
+    planted = run_secrets(run)
+    _write_parquet(temporary.join(ITERATIONS), mask_frame(run.table, planted).select(tag, pl.all()))
     metrics = run.metrics.with_columns(pl.col("name", "source").cast(pl.String))
-    _write_parquet(temporary.join(METRICS), metrics.select(tag, pl.all()))
+    _write_parquet(temporary.join(METRICS), mask_frame(metrics, planted).select(tag, pl.all()))
     with fs.open(temporary.join(SUMMARY).path, "w") as stream:
         json.dump(document, stream, indent=2, allow_nan=False, default=str)
     if report is not None:
