@@ -41,6 +41,7 @@ from loganalyzer.errors import EXIT_INPUT, GateFailedError, LogAnalyzerError
 from loganalyzer.registry import load_registry, schemes_of
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import percent
+from loganalyzer.secrets import mask_secrets
 from loganalyzer.terminal import discard_stdout, echo, warn
 
 # polars and everything built on it (load, summary, rendering) are imported by the commands
@@ -56,7 +57,7 @@ class _Group(click.Group):
         except LogAnalyzerError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            echo(f"Error: {exc}", err=True)
+            echo(f"Error: {mask_secrets(str(exc))}", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:  # click prints it: a path in it made safe too
             setattr(exc, "message", terminal_safe(exc.message))  # noqa: B010 (Final in stubs)
@@ -70,7 +71,7 @@ class _Group(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             echo(
-                f"Error: internal error {type(exc).__name__}: {exc} "
+                f"Error: internal error {type(exc).__name__}: {mask_secrets(str(exc))} "
                 "(rerun with --debug for the traceback, and please report it)",
                 err=True,
             )

@@ -32,7 +32,7 @@ from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.clocks import clock_notes
 from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
-from loganalyzer.secrets import mask_secrets
+from loganalyzer.secrets import mask_secrets, run_secrets
 
 SCHEMA = "loganalyzer.summary/1.1"
 # Below this many steady records, the steady figures are marked low-confidence.
@@ -161,7 +161,7 @@ def build_summary(
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
     attach_causes(document, why)
-    safe: dict[str, Any] = mask_secrets(_finite(document))
+    safe: dict[str, Any] = mask_secrets(_finite(document), planted=run_secrets(run))
     return safe
 
 

@@ -22,6 +22,7 @@ from loganalyzer.commands.options import (
 from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
+from loganalyzer.secrets import mask_secrets
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 from loganalyzer.terminal import echo, warn
 
@@ -129,6 +130,6 @@ def summarise(
 def show_listing(loaded: Loaded) -> None:
     """On stderr: the files passed over and why, and those read as part of another source."""
     for skipped in loaded.ignored:
-        echo(f"ignored {skipped.path}: {skipped.reason}", err=True)
+        echo(mask_secrets(f"ignored {skipped.path}: {skipped.reason}"), err=True)
     for part in loaded.read_along:
-        echo(f"read {part.path} {part.how}", err=True)
+        echo(mask_secrets(f"read {part.path} {part.how}"), err=True)

@@ -17,6 +17,7 @@ from loganalyzer.commands.options import (
 )
 from loganalyzer.commands.runs import choose_runs, run_output
 from loganalyzer.errors import InputError, UsageProblem
+from loganalyzer.secrets import mask_frame, mask_secrets, mask_text, mask_value, run_secrets
 from loganalyzer.terminal import echo, warn
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
@@ -95,8 +96,9 @@ def export(
         path = run_output(output, number, len(runs))
         rows, config_path = _write(loaded.run, path, kind, metrics)
         if not quiet:
+            planted = run_secrets(loaded.run)
             for warning in dict.fromkeys(loaded.run.warnings):  # what reading it skipped
-                warn(warning)
+                warn(mask_secrets(warning, planted=planted))
             which = f": run {number} of {len(runs)}, {described[number - 1]}" if split_runs else ""
             echo(f"wrote {path} ({rows} rows) and {config_path}{which}", err=True)
 
@@ -108,8 +110,10 @@ def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]
     config_path = output.with_name(output.name + ".config.json")
     import polars as pl
 
+    planted = run_secrets(run)
     try:
-        rows = _sink(frame.lazy(), output, kind)  # streamed: a spilled table is never held
+        # streamed: a spilled table is never held; its paths and metric names masked
+        rows = _sink(mask_frame(frame.lazy(), planted).lazy(), output, kind)
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
@@ -134,13 +138,12 @@ def _sink(frame: pl.LazyFrame, output: Path, kind: str) -> int:
 def config_document(run: Run) -> dict[str, object]:
     """The config as JSON: every value with the kind, file and line it came from; credentials
     masked (`loganalyzer.secrets`)."""
-    from loganalyzer.secrets import mask_value, planted_secrets
-
-    planted = planted_secrets({name: value.value for name, value in run.config.items()})
+    planted = run_secrets(run)
     return {
         "framework": run.framework,
         "sources": [
-            {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
+            {"path": mask_text(s.path, planted), "format": s.format, "records": s.records}
+            for s in run.sources
         ],
         "config": {
             name: {

@@ -35,8 +35,10 @@ def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
     from loganalyzer.fleet.view import build_view
     from loganalyzer.render.fleet_html import render_fleet_html
     from loganalyzer.render.fleet_text import render_fleet_text
+    from loganalyzer.secrets import mask_secrets
 
-    document = build_fleet(dataset)
+    # masked here too: a dataset an older version wrote holds the config as logged
+    document = mask_secrets(build_fleet(dataset))
     if output is not None:
         html = render_fleet_html(build_view(document, output), dataset)
         try:

@@ -31,7 +31,7 @@ from loganalyzer.fleet.engines import Engine
 from loganalyzer.fleet.layout import unit_name
 from loganalyzer.fleet.storage import Location, locate, modified
 from loganalyzer.registry import Registry, choose, load_registry, uri_readers
-from loganalyzer.secrets import mask_text
+from loganalyzer.secrets import mask_secrets, mask_text
 from loganalyzer.sources import HEAD_BYTES
 
 # The format of a file two parsers claim equally (the run's analysis reports it, with the
@@ -176,9 +176,9 @@ def wandb_references(root: str, where: Location) -> list[str] | None:
     if len(found) <= len(others):  # a log that names a run here and there
         return None
     if others:
-        other = others[0]
+        number, line = others[0][0], mask_secrets(others[0][1])  # `export WANDB_API_KEY=…`
         raise InputError(
-            f"{root} line {other[0]}: {other[1][:80]!r} is no W&B run reference; a list of runs"
+            f"{root} line {number}: {line[:80]!r} is no W&B run reference; a list of runs"
             " holds one `wandb:ENTITY/PROJECT/RUN_ID` or run URL a line (# for comments)"
         )
     return list(dict.fromkeys(found))

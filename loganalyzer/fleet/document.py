@@ -26,6 +26,7 @@ import polars as pl
 
 from loganalyzer.analysis.goodput import LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.model import UTC_MICROS, Run
+from loganalyzer.secrets import mask_config
 
 
 def _slug(line: str) -> str:
@@ -119,7 +120,7 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
         "global_batch_size": facts["global_batch_size"],
         "config_key": config_key(facts),
         "config_label": config_label(facts),
-        "config": json.dumps({k: v.value for k, v in run.config.items()}, default=str),
+        "config": json.dumps(mask_config({k: v.value for k, v in run.config.items()}), default=str),
         "started": stamps.min() if stamps.len() else None,
         "ended": stamps.max() if stamps.len() else None,
         "records": document["iterations"]["logged"],

@@ -42,7 +42,7 @@ from loganalyzer.fleet.manifest import fingerprint
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
-from loganalyzer.secrets import mask_text, planted_secrets
+from loganalyzer.secrets import mask_frame, mask_secrets, mask_text, planted_secrets, run_secrets
 from loganalyzer.spill import collect, scoped_folder
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
 from loganalyzer.summary import build_summary
@@ -170,6 +170,7 @@ def _failed(
     if task.spec.uri is not None:
         error = mask_text(error, planted_secrets({"reference": task.spec.uri}))
     _remove(locate(task.dataset).join(RUNS_DIR, key))  # no stale figures beside an error
+    error = mask_secrets(error)  # an error may quote the line it stopped at
     return Outcome(
         _entry(task, name, "error", error, sources, began, False), failed_row(name, key, error)
     )
@@ -272,9 +273,16 @@ def _write_run(
     fs.makedirs(temporary.path, exist_ok=True)
     tag = pl.lit(name).alias("run_id")
     source = pl.col("source").replace(shown_as) if shown_as else pl.col("source")
-    _write_parquet(temporary.join(ITERATIONS), run.table.select(tag, pl.all()).with_columns(source))
-    metrics = run.metrics.with_columns(pl.col("name", "source").cast(pl.String))
-    _write_parquet(temporary.join(METRICS), metrics.select(tag, pl.all()).with_columns(source))
+    # the files' paths and the metrics' names, masked as the summary's are
+    planted = run_secrets(run)
+    iterations = mask_frame(run.table.with_columns(source), planted)
+    _write_parquet(temporary.join(ITERATIONS), iterations.select(tag, pl.all()))
+    # masked while categorical: each distinct value is found without hashing every row's text
+    metrics = run.metrics
+    if shown_as:  # a store's copy named as the store's URL (the rare case: as text)
+        metrics = metrics.with_columns(pl.col("source").cast(pl.String).replace(shown_as))
+    metrics = mask_frame(metrics, planted).with_columns(pl.col("name", "source").cast(pl.String))
+    _write_parquet(temporary.join(METRICS), metrics.select(tag, pl.all()))
     with fs.open(temporary.join(SUMMARY).path, "w") as stream:
         json.dump(document, stream, indent=2, allow_nan=False, default=str)
     if report is not None:

@@ -21,7 +21,7 @@ from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.numbers import TIMES, duration, number, percent
 from loganalyzer.render.view import build_view, chart_facts
 from loganalyzer.render.viewmodel import BudgetPart, Chart, Figure
-from loganalyzer.secrets import mask_value, planted_secrets
+from loganalyzer.secrets import mask_value, run_secrets
 
 XAxis = Literal["iteration", "tokens", "time"]
 # One colour per run: the accent first, then quieter inks.
@@ -191,8 +191,8 @@ def _config_differences(runs: Sequence[RunInput]) -> tuple[ConfigDifference, ...
     """Config values that are not the same in every run (absent counts as different)."""
     configs = [r.run.config if r.run is not None else {} for r in runs]
     names = sorted(set().union(*configs))
-    every = {f"{n}.{key}": found.value for n, c in enumerate(configs) for key, found in c.items()}
-    planted = planted_secrets(every)
+    found = {secret for r in runs if r.run is not None for secret in run_secrets(r.run)}
+    planted = sorted(found, key=len, reverse=True)
     rows = []
     for name in names:
         values = [

@@ -35,7 +35,7 @@ from loganalyzer.render.viewmodel import (
     Span,
     VerdictRow,
 )
-from loganalyzer.secrets import mask_text, mask_value, planted_secrets
+from loganalyzer.secrets import mask_text, mask_value, planted_secrets, run_secrets
 
 # Slow steps listed in the table; the rest are counted ("N more").
 SLOW_ROWS = 50
@@ -436,7 +436,7 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
     )[:SLOW_ROWS]
     where = _locations(run, [s.get("iteration") for s in steps])
     lines = read_lines(where.values())
-    planted = planted_secrets({n: v.value for n, v in run.config.items()} if run else None)
+    planted = run_secrets(run) if run else planted_secrets()
     rows = []
     for step in steps:
         iteration = step.get("iteration")
@@ -558,7 +558,7 @@ def _config(run: Run | None) -> tuple[ConfigRow, ...]:
     """Every config value the logs gave, with its provenance, sorted by name."""
     if run is None:
         return ()
-    planted = planted_secrets({name: value.value for name, value in run.config.items()})
+    planted = run_secrets(run)
     return tuple(
         ConfigRow(
             clip(name), clip(number(mask_value(name, value.value, planted))), str(value.provenance)
