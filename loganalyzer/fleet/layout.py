@@ -9,6 +9,10 @@
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
       runs/<key>/report.html          with --reports: its HTML report, as `report` writes it
+      runs/<key>/entry.parquet        the run's manifest entry and runs row, renamed into place
+                                      with its tables (what a killed index is recovered from)
+      index.lock                      while an index writes: its pid, host and start
+      index.pending                   while an index writes: it has not saved the manifest yet
 
 A run id is its folder's (root name and relative path), `#N` after it where the folder holds
 several runs, or the W&B reference as listed. `<key>` is the run id made safe as a folder
@@ -30,6 +34,9 @@ SUMMARY = "summary.json"
 ITERATIONS = "iterations.parquet"
 METRICS = "metrics.parquet"
 REPORT = "report.html"
+RECORD = "entry.parquet"
+LOCK = "index.lock"
+PENDING = "index.pending"
 
 
 def run_key(run_id: str) -> str:

@@ -29,12 +29,14 @@ from loganalyzer.fleet.layout import (
     INDEX_SCHEMA,
     ITERATIONS,
     METRICS,
+    RECORD,
     REPORT,
     RUNS_DIR,
     SUMMARY,
     run_key,
 )
 from loganalyzer.fleet.manifest import fingerprint
+from loganalyzer.fleet.recovery import record_bytes
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
@@ -112,7 +114,9 @@ def _analysed(task: Task) -> list[Outcome]:
                 run_id = spec.folder if len(runs) == 1 else f"{spec.folder}#{number}"
                 read = dict.fromkeys(s.path for s in loaded.run.sources)
                 mine = [by_path[p] for p in read if p in by_path]
-                outcomes.append(_analyse(task, run_id, loaded, mine or sources, paths, began))
+                outcomes.append(
+                    _analyse(task, run_id, loaded, mine or sources, paths, began, len(runs))
+                )
                 began = time.perf_counter()
     except StorageError:
         raise  # every folder after this one would fail alike: the index stops (`indexer`)
@@ -132,8 +136,10 @@ def _analyse(
     sources: list[dict[str, Any]],
     paths: list[Path],
     began: float,
+    runs_in_folder: int,
 ) -> Outcome:
-    """Analyse one run of a folder exactly as `summary` does and write its folder."""
+    """Analyse one run of a folder exactly as `summary` does and write its folder, its
+    manifest entry and runs row in it (`recovery`)."""
     spec, key = task.spec, run_key(run_id)
     try:
         settings = task.settings
@@ -143,7 +149,9 @@ def _analyse(
         document = json.loads(_with_urls(json.dumps(document), paths, spec))
         row = run_row(run_id, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
-        _write_run(locate(task.dataset), key, run_id, loaded.run, document, report)
+        entry = _entry(task, run_id, "ok", None, sources, began, report is not None)
+        record = record_bytes(entry, row, runs_in_folder)
+        _write_run(locate(task.dataset), key, run_id, loaded.run, document, report, record)
     except StorageError:
         raise
     except (LogAnalyzerError, OSError) as exc:
@@ -151,7 +159,22 @@ def _analyse(
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
         message = f"internal error {type(exc).__name__}: {exc}"
         return _failed(task, run_id, _with_urls(message, paths, spec), sources, began)
-    return Outcome(_entry(task, run_id, "ok", None, sources, began, report is not None), row)
+    return Outcome(entry, row)
+
+
+def lost(task: Task, why: str) -> list[Outcome]:
+    """The outcome of a folder whose worker died (`worker died: signal 9`) or that ran past
+    the time limit (`timed out after N s`): an error for the folder, as when it cannot be
+    read, so that the index goes on with the others."""
+    sources: list[dict[str, Any]] = [
+        {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
+        for f in task.spec.files
+    ]
+    if task.spec.uri is not None:
+        sources = [
+            {"url": task.spec.uri, "size": 0, "mtime": None, "format": None, "fingerprint": None}
+        ]
+    return [_failed(task, task.spec.folder, why, sources, time.perf_counter())]
 
 
 def _failed(
@@ -237,11 +260,36 @@ def _write_run(
     run: Run,
     document: dict[str, Any],
     report: str | None,
+    record: bytes,
 ) -> None:
-    """Write the run's folder under a temporary name, then rename it into place: an
-    interrupted index leaves no half-written run."""
+    """Write the run's folder under a temporary name, its record last, then rename it into
+    place: an interrupted index leaves no half-written run, and the rename commits the run
+    (`recovery`). A dataset that cannot take it (full, not writable) stops the index."""
     runs = dataset.join(RUNS_DIR)
     temporary = runs.join(f".tmp-{key}-{os.getpid()}")
+    try:
+        _write_folder(dataset, runs, temporary, key, run_id, run, document, report, record)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            _remove(temporary)
+        reason = exc.strerror or str(exc)
+        raise StorageError(
+            f"{runs.url()}: cannot write the run {run_id} there ({reason}): free space there,"
+            " or index into another --out"
+        ) from exc
+
+
+def _write_folder(
+    dataset: Location,
+    runs: Location,
+    temporary: Location,
+    key: str,
+    run_id: str,
+    run: Run,
+    document: dict[str, Any],
+    report: str | None,
+    record: bytes,
+) -> None:
     final = runs.join(key)
     fs = dataset.fs
     fs.makedirs(temporary.path, exist_ok=True)
@@ -254,6 +302,8 @@ def _write_run(
     if report is not None:
         with fs.open(temporary.join(REPORT).path, "w", encoding="utf-8") as stream:
             stream.write(report)
+    with fs.open(temporary.join(RECORD).path, "wb") as stream:
+        stream.write(record)
     old = runs.join(f".old-{key}-{os.getpid()}")
     if fs.exists(final.path):
         fs.mv(final.path, old.path, recursive=True)
