@@ -142,6 +142,7 @@ def _index(
         planned(len(tasks), result.bytes_analysed)
     since, last_write = 0, time.monotonic()
     stopped: StorageError | None = None
+    completed = False
     try:
         for outcomes in engine.map(analyse_folder, tasks, failed=lost):
             try:
@@ -160,17 +161,12 @@ def _index(
             if since >= CHECKPOINT_RUNS or time.monotonic() - last_write > CHECKPOINT_S:
                 _save(dataset, entries, rows)
                 since, last_write = 0, time.monotonic()
+        completed = True
     except StorageError as exc:  # every folder after would fail alike
         stopped = exc
     finally:
-        try:  # the compaction: after it, the records in the run folders are not needed
-            _save(dataset, entries, rows)
-            write_table(dataset, FILES, files_frame(files))
-            dataset.fs.rm(dataset.join(PENDING).path)
-        except (OSError, StorageError) as exc:
-            if stopped is None:
-                stopped = exc if isinstance(exc, StorageError) else _unwritable(dataset, "", exc)
-            # the runs finished are in their folders: the next index recovers them
+        failure = _compact(dataset, entries, rows, files, completed)
+        stopped = stopped or failure
     if stopped is not None:
         raise StorageError(
             f"{stopped}; the index stopped after {result.analysed} runs, which are kept: the"
@@ -179,6 +175,33 @@ def _index(
     result.found = result.skipped + result.analysed
     result.seconds = time.perf_counter() - began
     return result
+
+
+def _compact(
+    dataset: Location,
+    entries: dict[str, dict[str, Any]],
+    rows: dict[str, dict[str, Any]],
+    files: dict[str, SourceFile],
+    completed: bool,
+) -> StorageError | None:
+    """Save the manifest, runs and files tables: the compaction of the runs' records. An
+    index stopped early (Ctrl-C, SIGTERM, a full disk) first takes the runs its workers
+    renamed into place as they were stopped, and stays marked as not finished: a worker may
+    have replaced a run's folder and not told it, which the next index reads back. Returns
+    the error of a dataset that cannot be written (the runs are in their folders then, and
+    the next index recovers them)."""
+    try:
+        if not completed:
+            recover(dataset, entries, rows, thorough=False)
+        _save(dataset, entries, rows)
+        write_table(dataset, FILES, files_frame(files))
+        if completed:
+            dataset.fs.rm(dataset.join(PENDING).path)
+    except StorageError as exc:
+        return exc
+    except OSError as exc:
+        return _unwritable(dataset, "", exc)
+    return None
 
 
 def _unwritable(dataset: Location, name: str, exc: OSError) -> StorageError:

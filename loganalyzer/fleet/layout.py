@@ -9,7 +9,7 @@
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
       runs/<key>/report.html          with --reports: its HTML report, as `report` writes it
-      runs/<key>/entry.parquet        the run's manifest entry and runs row, renamed into place
+      runs/<key>/entry.json           the run's manifest entry and runs row, renamed into place
                                       with its tables (what a killed index is recovered from)
       index.lock                      while an index writes: its pid, host and start
       index.pending                   while an index writes: it has not saved the manifest yet
@@ -34,7 +34,7 @@ SUMMARY = "summary.json"
 ITERATIONS = "iterations.parquet"
 METRICS = "metrics.parquet"
 REPORT = "report.html"
-RECORD = "entry.parquet"
+RECORD = "entry.json"
 LOCK = "index.lock"
 PENDING = "index.pending"
 

@@ -1,5 +1,5 @@
 """What makes the dataset survive a kill at any instant. Each run's folder carries its own
-manifest entry and runs row (`entry.parquet`), written with its tables under the temporary
+manifest entry and runs row (`entry.json`), written with its tables under the temporary
 name and renamed into place with them: the rename commits the run. The manifest and the
 runs table are the compaction of those records, saved as the index goes and at its end.
 The next index first clears what a killed one left (temporary folders and files), then,
@@ -10,15 +10,17 @@ folder is read again)."""
 from __future__ import annotations
 
 import io
+import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from loganalyzer.fleet.document import runs_frame
+from loganalyzer.fleet.document import RUNS_SCHEMA, failed_row, runs_frame
 from loganalyzer.fleet.layout import RECORD, RUNS_DIR
-from loganalyzer.fleet.manifest import manifest_frame
+from loganalyzer.fleet.manifest import MANIFEST_SCHEMA, manifest_frame
 from loganalyzer.fleet.storage import Location
 
 LEFTOVERS = (".tmp-", ".old-")  # a run's folder being written, or the one it replaces
@@ -35,16 +37,26 @@ class Record:
 
 
 def record_bytes(entry: dict[str, Any], row: dict[str, Any], runs_in_folder: int) -> bytes:
-    frame = pl.DataFrame(
-        [
-            manifest_frame({entry["run_id"]: entry}).to_struct("entry"),
-            runs_frame([row]).to_struct("row"),
-            pl.Series("runs_in_folder", [runs_in_folder], dtype=pl.Int64()),
-        ]
-    )
+    """The record as JSON (2 KB; Parquet's per-column metadata made it 30): the entry and row
+    as polars writes them, read back with their schemas."""
+    manifest = manifest_frame({entry["run_id"]: entry})
+    record = {
+        "runs_in_folder": runs_in_folder,
+        "entry": json.loads(_ndjson(manifest)),
+        "row": json.loads(_ndjson(runs_frame([row]))),
+    }
+    return json.dumps(record).encode()
+
+
+def _ndjson(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
-    frame.write_parquet(buffer)
+    frame.write_ndjson(buffer)
     return buffer.getvalue()
+
+
+def _one_row(value: Any, schema: Mapping[str, pl.DataType]) -> dict[str, Any]:
+    frame = pl.read_ndjson(io.BytesIO(json.dumps(value).encode()), schema=dict(schema))
+    return frame.row(0, named=True)
 
 
 def read_record(folder: Location) -> Record | None:
@@ -53,11 +65,11 @@ def read_record(folder: Location) -> Record | None:
     where = folder.join(RECORD)
     try:
         with where.fs.open(where.path, "rb") as stream:
-            frame = pl.read_parquet(stream.read())
-        entry = frame["entry"].struct.unnest().row(0, named=True)
-        row = frame["row"].struct.unnest().row(0, named=True)
-        return Record(entry, row, int(frame["runs_in_folder"][0]))
-    except (OSError, pl.exceptions.PolarsError, KeyError, IndexError):
+            record = json.loads(stream.read())
+        entry = _one_row(record["entry"], MANIFEST_SCHEMA)
+        row = _one_row(record["row"], RUNS_SCHEMA)
+        return Record(entry, row, int(record["runs_in_folder"]))
+    except (OSError, ValueError, pl.exceptions.PolarsError, KeyError, TypeError, IndexError):
         return None
 
 
@@ -94,9 +106,10 @@ def recover(
     rows: dict[str, dict[str, Any]],
     thorough: bool,
 ) -> Recovery:
-    """Make the manifest (`entries`) and runs table (`rows`) agree with the run folders in
-    place, in place. Thorough (the last index did not finish): every folder's record is
-    read, and one newer than its entry replaces it; else only folders no entry names."""
+    """Make the manifest (`entries`), the runs table (`rows`) and the run folders in place
+    agree, in place. Thorough (the last index did not finish): every folder's record is
+    read, and one newer than its entry replaces it; else only folders no entry names. A run
+    without its row takes it from its record (the runs table may not have been saved)."""
     result = Recovery()
     runs = dataset.join(RUNS_DIR)
     present = set()
@@ -139,6 +152,20 @@ def recover(
             del entries[run_id]  # its folder is gone: it is read again
             rows.pop(run_id, None)
             result.dropped += 1
+    for run_id, entry in list(entries.items()):
+        if run_id in rows:
+            continue
+        if entry["status"] != "ok":
+            rows[run_id] = failed_row(run_id, entry["key"], entry["error"] or "")
+            continue
+        record = read_record(runs.join(entry["key"]))  # the runs table was not saved
+        if record is not None and record.entry["run_id"] == run_id:
+            rows[run_id] = record.row
+        else:
+            del entries[run_id]
+            result.dropped += 1
+    for run_id in set(rows) - set(entries):
+        del rows[run_id]
     for key in sorted(present - {e["key"] for e in entries.values()}):
         runs.fs.rm(runs.join(key).path, recursive=True)  # no entry names it
         result.removed += 1
