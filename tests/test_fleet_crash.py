@@ -330,8 +330,8 @@ class _Swapped(PoolEngine):
     """A pool that runs `task` in place of analyse_folder."""
 
     def __init__(self, jobs: int, task: Callable[[Task], list[Any]], timeout: float) -> None:
-        super().__init__(jobs, timeout)
-        self.task = task
+        super().__init__(jobs)
+        self.timeout, self.task = timeout, task
 
     def map(
         self, function: Callable[[Item], Result], items: Sequence[Item], **more: Any

@@ -93,13 +93,22 @@ def build_index(
         raise _unwritable(dataset, "", exc) from exc
     with hold_lock(dataset, wait, tell) as unfinished, engine:
         return _index(
-            roots, dataset, settings, engine, rebuild, reports, unfinished, planned, finished, tell
+            roots,
+            dataset_url,
+            settings,
+            engine,
+            rebuild,
+            reports,
+            unfinished,
+            planned,
+            finished,
+            tell,
         )
 
 
 def _index(
     roots: Sequence[str],
-    dataset: Location,
+    dataset_url: str,
     settings: Settings,
     engine: Engine,
     rebuild: bool,
@@ -110,15 +119,16 @@ def _index(
     say: Callable[[str], None],
 ) -> IndexResult:
     began = time.perf_counter()
-    dataset_url = dataset.url()
+    dataset = locate(dataset_url)
     clear_leftovers(dataset)  # first: a full disk gets its space back before any write
     unfinished = unfinished or dataset.fs.exists(dataset.join(PENDING).path)
     entries, rows = _read_tables(dataset)
     recovery = recover(dataset, entries, rows, thorough=unfinished)
     if recovery.recovered or recovery.dropped:
         say(
-            f"the last index into {dataset_url} did not finish: {recovery.recovered} runs"
-            f" recovered from their folders, {recovery.dropped} to be read again"
+            f"{dataset_url}: {recovery.recovered} runs recovered from their folders (an index"
+            f" stopped before it saved them), {recovery.dropped} whose folder is gone to be"
+            " read again"
         )
     files = _read_files(dataset)
     discovery = find_runs(roots, files, engine, exclude=dataset_url)
