@@ -307,13 +307,15 @@ class RayEngine:
         ray = _ray()
         remote = ray.remote(function)
         pending = {remote.remote(item): item for item in items}
+        names = ("WorkerCrashedError", "OutOfMemoryError")  # the latter since Ray 2.2
+        crashed = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 item = pending.pop(done[0])
                 try:
                     result = ray.get(done[0])
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError):
+                except crashed:
                     result = _failure(failed, item, "worker died")
                 yield result
         finally:
