@@ -191,11 +191,16 @@ def test_rebuild_and_other_options_analyse_every_run_again(tmp_path: Path) -> No
 class _Interrupted(PoolEngine):
     """An engine interrupted (Ctrl-C) after two runs finished."""
 
-    def map(self, function: Callable[[Item], Result], items: Sequence[Item]) -> Iterator[Result]:
+    def map(
+        self,
+        function: Callable[[Item], Result],
+        items: Sequence[Item],
+        failed: Callable[[Item, str], Result] | None = None,
+    ) -> Iterator[Result]:
         if function is not analyse_folder:
-            yield from super().map(function, items)
+            yield from super().map(function, items, failed)
             return
-        yield from super().map(function, items[:2])
+        yield from super().map(function, items[:2], failed)
         raise KeyboardInterrupt
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -31,8 +35,18 @@ it), and a row in manifest.parquet (inputs with size, modification time and fing
 status; error) and runs.parquet (headline figures). A second index reads only folders that
 are new or changed, or were analysed by an older schema, with other options or without the
 reports now asked for (all with --rebuild). A run that cannot be read is recorded with its
-error; the rest goes on (exit 0). A temporary folder that cannot take the tables spilled past
-the memory budget (full, not writable) stops the index (exit 1), keeping the runs done.
+error; the rest goes on (exit 0), as does a folder whose worker process died (the
+out-of-memory killer: `worker died: signal 9`) or that took longer than --run-timeout
+(`timed out after N s`); such a run is read again when its files change, or with --rebuild.
+A temporary folder or a dataset that cannot take what is written (full, not writable) stops
+the index (exit 1), keeping the runs done.
+
+Killed at any instant (kill -9, the out-of-memory killer), an index keeps every run it had
+written: the next one recovers them, and clears what was left half-written. SIGTERM (what
+slurm and Kubernetes send) and Ctrl-C stop it cleanly: the runs done are kept, and it exits
+143 (SIGTERM) or 130 (Ctrl-C). One index at a time writes a dataset: a second one refuses
+(exit 1, naming the pid and host of the one writing), or waits with --wait; a lock left by
+an index that was killed is taken over with a warning.
 
 ROOTS and --out may be local paths or fsspec URLs (s3://, gs://, file://, memory://).
 
@@ -44,7 +58,11 @@ Examples:
   loganalyzer index runs-2025q3/ runs-2025q4/ --out fleet-index/ --jobs 8
   loganalyzer index s3://bucket/runs --out s3://bucket/fleet-index --engine ray
   loganalyzer index /shared/runs --out fleet-index/ --rebuild --json
+  loganalyzer index /shared/runs --out fleet-index/ --run-timeout 600 --wait
 """
+RUN_TIMEOUT_S = 1800
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 @click.command("index", help=_INDEX_HELP)
@@ -65,6 +83,20 @@ Examples:
 )
 @click.option("--rebuild", is_flag=True, help="Analyse every run again.")
 @click.option(
+    "--run-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=RUN_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Record a folder (its runs) still being read after this long as an error"
+    " ('timed out after N s'), and go on with the others.",
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait for another index writing into --out to finish, instead of refusing.",
+)
+@click.option(
     "--reports",
     is_flag=True,
     help="Write each run's HTML report into the dataset (runs/<key>/report.html).",
@@ -80,6 +112,8 @@ def index_command(
     engine: str,
     jobs: int,
     rebuild: bool,
+    run_timeout: float,
+    wait: bool,
     reports: bool,
     warmup: int | None,
     slow_factor: float,
@@ -95,16 +129,31 @@ def index_command(
         raise UsageProblem("a memory:// dataset lives in one process: pass --jobs 1")
     settings = Settings(overrides_from_options(**facts), warmup, slow_factor)
     progress = _Progress(quiet)
-    result = build_index(
-        list(roots),
-        dataset,
-        settings,
-        make_engine(engine, jobs),
-        rebuild=rebuild,
-        reports=reports,
-        planned=progress.planned,
-        finished=progress.finished,
-    )
+    say = _warner(quiet)
+    try:
+        with _sigterm_as_interrupt():
+            result = build_index(
+                list(roots),
+                dataset,
+                settings,
+                make_engine(engine, jobs, run_timeout),
+                rebuild=rebuild,
+                reports=reports,
+                wait=wait,
+                planned=progress.planned,
+                finished=progress.finished,
+                say=say,
+            )
+    except (KeyboardInterrupt, _Terminated) as stop:
+        progress.close()
+        terminated = isinstance(stop, _Terminated)
+        echo(
+            f"Error: index interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}):"
+            f" the {progress.runs} runs done in it are kept; the next `index` goes on"
+            " from there",
+            err=True,
+        )
+        sys.exit(EXIT_SIGTERM if terminated else EXIT_SIGINT)
     progress.close()
     if not quiet:
         for run_id, error in result.failed:
@@ -138,6 +187,38 @@ def index_command(
         )
 
 
+class _Terminated(BaseException):
+    """SIGTERM, stopping the index as Ctrl-C does (not an Exception: nothing records it)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (slurm's scancel and time limit, Kubernetes' pod deletion) stops the index as
+    Ctrl-C does: the runs done are saved. A second SIGTERM while they are saved is ignored
+    (the SIGKILL that follows one cannot be)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Terminated
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _warner(quiet: bool) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        if not quiet:
+            warn(message)
+
+    return say
+
+
 class _Progress:
     """Runs done, MB/s and ETA on stderr while the engine works."""
 
@@ -146,6 +227,7 @@ class _Progress:
         self.bar: Any = None
         self.began = time.perf_counter()
         self.done_bytes = 0
+        self.runs = 0
 
     def planned(self, folders: int, size: int) -> None:
         if self.quiet or folders == 0:
@@ -162,6 +244,7 @@ class _Progress:
         self.bar.__enter__()
 
     def finished(self, outcomes: list[Any]) -> None:
+        self.runs += len(outcomes)
         if self.bar is None:
             return
         sizes = {s["url"]: s["size"] for o in outcomes for s in o.entry["sources"]}

@@ -9,6 +9,10 @@
       runs/<key>/iterations.parquet   its per-iteration table, with a run_id column first
       runs/<key>/metrics.parquet      its long metrics table, with a run_id column first
       runs/<key>/report.html          with --reports: its HTML report, as `report` writes it
+      runs/<key>/entry.json           the run's manifest entry and runs row, renamed into place
+                                      with its tables (what a killed index is recovered from)
+      index.lock                      while an index writes: its pid, host and start
+      index.pending                   while an index writes: it has not saved the manifest yet
 
 A run id names where a run was read: its folder's name (the root's name and the folder's path
 relative to the root, `/` between) or the W&B reference as listed with its password masked,
@@ -39,6 +43,9 @@ SUMMARY = "summary.json"
 ITERATIONS = "iterations.parquet"
 METRICS = "metrics.parquet"
 REPORT = "report.html"
+RECORD = "entry.json"
+LOCK = "index.lock"
+PENDING = "index.pending"
 
 
 # What the index's own folders under runs/ start with: a run being written, a run's previous

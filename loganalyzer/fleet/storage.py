@@ -9,6 +9,7 @@ where fsspec's chaining is meant (a protocol before it, or a URL after it): an o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -80,8 +81,15 @@ def modified(info: dict[str, Any]) -> float | None:
 
 
 def write_bytes_atomic(target: Location, data: bytes) -> None:
-    """Write to a temporary name, then rename: a reader never sees half a file."""
+    """Write to a temporary name, then rename: a reader never sees half a file, and a write
+    that fails (a full disk) leaves neither half a file nor the temporary one."""
     temporary = target.path + ".tmp"
-    with target.fs.open(temporary, "wb") as stream:
-        stream.write(data)
-    target.fs.mv(temporary, target.path)
+    try:
+        with target.fs.open(temporary, "wb") as stream:
+            stream.write(data)
+        target.fs.mv(temporary, target.path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if target.fs.exists(temporary):
+                target.fs.rm(temporary)
+        raise

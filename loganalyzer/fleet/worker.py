@@ -30,6 +30,7 @@ from loganalyzer.fleet.layout import (
     INDEX_SCHEMA,
     ITERATIONS,
     METRICS,
+    RECORD,
     REPORT,
     RUNS_DIR,
     SUMMARY,
@@ -39,6 +40,7 @@ from loganalyzer.fleet.layout import (
     temporary_name,
 )
 from loganalyzer.fleet.manifest import fingerprint
+from loganalyzer.fleet.recovery import record_bytes
 from loganalyzer.fleet.storage import Location, locate
 from loganalyzer.load import Loaded, load_runs
 from loganalyzer.model import Run
@@ -118,7 +120,9 @@ def _analysed(task: Task) -> list[Outcome]:
                 read = dict.fromkeys(s.path for s in loaded.run.sources)
                 mine = [by_path[p] for p in read if p in by_path]
                 named = run_id(spec.folder, number, len(runs))
-                outcomes.append(_analyse(task, named, loaded, mine or sources, paths, began))
+                outcomes.append(
+                    _analyse(task, named, loaded, mine or sources, paths, began, len(runs))
+                )
                 began = time.perf_counter()
     except StorageError:
         raise  # every folder after this one would fail alike: the index stops (`indexer`)
@@ -138,8 +142,10 @@ def _analyse(
     sources: list[dict[str, Any]],
     paths: list[Path],
     began: float,
+    runs_in_folder: int,
 ) -> Outcome:
-    """Analyse one run of a folder exactly as `summary` does and write its folder."""
+    """Analyse one run of a folder exactly as `summary` does and write its folder, its
+    manifest entry and runs row in it (`recovery`)."""
     spec, key = task.spec, run_key(name)
     try:
         settings = task.settings
@@ -150,7 +156,10 @@ def _analyse(
         row = run_row(name, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
         shown_as = _shown_sources(paths, spec)
-        _write_run(locate(task.dataset), key, name, loaded.run, document, report, shown_as)
+        entry = _entry(task, name, "ok", None, sources, began, report is not None)
+        record = record_bytes(entry, row, runs_in_folder)
+        dataset = locate(task.dataset)
+        _write_run(dataset, key, name, loaded.run, document, report, shown_as, record)
     except StorageError:
         raise
     except (LogAnalyzerError, OSError) as exc:
@@ -158,7 +167,22 @@ def _analyse(
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
         message = f"internal error {type(exc).__name__}: {exc}"
         return _failed(task, name, _with_urls(message, paths, spec), sources, began)
-    return Outcome(_entry(task, name, "ok", None, sources, began, report is not None), row)
+    return Outcome(entry, row)
+
+
+def lost(task: Task, why: str) -> list[Outcome]:
+    """The outcome of a folder whose worker died (`worker died: signal 9`) or that ran past
+    the time limit (`timed out after N s`): an error for the folder, as when it cannot be
+    read, so that the index goes on with the others."""
+    sources: list[dict[str, Any]] = [
+        {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
+        for f in task.spec.files
+    ]
+    if task.spec.uri is not None:
+        sources = [
+            {"url": task.spec.uri, "size": 0, "mtime": None, "format": None, "fingerprint": None}
+        ]
+    return [_failed(task, run_id(task.spec.folder, 1, 1), why, sources, time.perf_counter())]
 
 
 def _failed(
@@ -262,12 +286,38 @@ def _write_run(
     document: dict[str, Any],
     report: str | None,
     shown_as: dict[str, str],
+    record: bytes,
 ) -> None:
-    """Write the run's folder under a temporary name, then rename it into place: an
-    interrupted index leaves no half-written run. The tables' sources are named as
-    `shown_as` says."""
+    """Write the run's folder under a temporary name, its record last, then rename it into
+    place: an interrupted index leaves no half-written run, and the rename commits the run
+    (`recovery`). The tables' sources are named as `shown_as` says. A dataset that cannot
+    take it (full, not writable) stops the index."""
     runs = dataset.join(RUNS_DIR)
     temporary = runs.join(temporary_name(key, os.getpid()))
+    try:
+        _write_folder(dataset, runs, temporary, key, name, run, document, report, shown_as, record)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            _remove(temporary)
+        reason = exc.strerror or str(exc)
+        raise StorageError(
+            f"{runs.url()}: cannot write the run {name} there ({reason}): free space there,"
+            " or index into another --out"
+        ) from exc
+
+
+def _write_folder(
+    dataset: Location,
+    runs: Location,
+    temporary: Location,
+    key: str,
+    name: str,
+    run: Run,
+    document: dict[str, Any],
+    report: str | None,
+    shown_as: dict[str, str],
+    record: bytes,
+) -> None:
     final = runs.join(key)
     fs = dataset.fs
     fs.makedirs(temporary.path, exist_ok=True)
@@ -288,6 +338,8 @@ def _write_run(
     if report is not None:
         with fs.open(temporary.join(REPORT).path, "w", encoding="utf-8") as stream:
             stream.write(report)
+    with fs.open(temporary.join(RECORD).path, "wb") as stream:
+        stream.write(record)
     old = runs.join(backup_name(key, os.getpid()))
     if fs.exists(final.path):
         fs.mv(final.path, old.path, recursive=True)
