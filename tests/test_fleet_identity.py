@@ -113,7 +113,9 @@ def test_a_dataset_under_older_keys_is_read_again_once_and_keeps_every_run(
         (dataset / RUNS_DIR / run_key(run)).rename(dataset / RUNS_DIR / _legacy_key(run))
     assert sum(name.startswith(".tmp-") for name in _run_folders(dataset)) == 1
     again = _index(str(root), "--out", str(dataset))
-    assert (again["analysed"], again["reasons"]) == (2, {"older key": 2})
+    # the `.tmp-AAA…` folder is a leftover by the new rules: cleared first, its entry has no
+    # folder and it is read as new; the other is read again for its older key
+    assert (again["analysed"], again["reasons"]) == (2, {"new": 1, "older key": 1})
     _assert_kept(dataset, 2)
     assert _index(str(root), "--out", str(dataset))["skipped"] == 2
 
