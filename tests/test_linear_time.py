@@ -1,0 +1,75 @@
+"""Hostile inputs take time linear in their size: each is read within a few times the time
+of a benign input of about the same size, measured in the same test (CPU seconds, the best
+of two runs each), never against an absolute time. Inputs from `bench.hostile`, which the
+bench's `hostile` stage reads at larger sizes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bench import hostile
+from loganalyzer.cli import main
+
+# A hostile input may cost this many times its benign twin (they measured 0.3-1.5x).
+FACTOR = 4.0
+
+
+def _summary(path: Path) -> dict[str, object]:
+    result = CliRunner().invoke(main, ["summary", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    summary: dict[str, object] = json.loads(result.stdout)
+    return summary
+
+
+def _cpu_seconds(work: Callable[[], object]) -> float:
+    """The best of two runs' CPU time (all threads): the work the command did, which other
+    processes on a busy machine do not inflate as they do wall time."""
+    best = float("inf")
+    for _ in range(2):
+        started = time.process_time()
+        work()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def _assert_linear(hostile_input: Path, benign_input: Path) -> dict[str, object]:
+    summary = _summary(hostile_input)
+    benign = _cpu_seconds(lambda: _summary(benign_input))
+    spent = _cpu_seconds(lambda: _summary(hostile_input))
+    print(f"{hostile_input.name}: {spent:.3f} s against {benign:.3f} s")
+    assert spent <= FACTOR * benign, (
+        f"{hostile_input.name}: {spent:.2f} s of CPU, {spent / benign:.1f}x the"
+        f" {benign:.2f} s of a benign input of its size"
+    )
+    return summary
+
+
+def _warnings(summary: dict[str, object]) -> list[str]:
+    warnings = summary["warnings"]
+    assert isinstance(warnings, list)
+    return [str(w) for w in warnings]
+
+
+def test_a_long_tensorboard_record_is_checked_in_linear_time(tmp_path: Path) -> None:
+    size = 2 << 20
+    long = hostile.tensorboard_long_record(tmp_path / "events.out.tfevents.long", size)
+    scalars = hostile.tensorboard_scalars(tmp_path / "events.out.tfevents.scalars", size)
+    summary = _assert_linear(long, scalars)
+    assert not any("damaged" in w for w in _warnings(summary))
+
+
+def test_forged_record_headers_cost_a_bounded_search(tmp_path: Path) -> None:
+    size = 1 << 20
+    forged = hostile.tensorboard_forged_headers(
+        tmp_path / "events.out.tfevents.forged", size, count=4000
+    )
+    scalars = hostile.tensorboard_scalars(tmp_path / "events.out.tfevents.scalars", size)
+    warnings = _warnings(_assert_linear(forged, scalars))
+    # the records before the damage are kept, and the search given up is said
+    assert any("damaged" in w and "were skipped" in w for w in warnings), warnings
+    assert any("not searched for intact records" in w for w in warnings), warnings
