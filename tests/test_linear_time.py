@@ -6,14 +6,20 @@ bench's `hostile` stage reads at larger sizes."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import hostile
 from loganalyzer.cli import main
+from loganalyzer.parsers.megatron import MegatronParser
+from loganalyzer.parsers.megatron.template import KEY_VALUE, key_and_value
 
 # A hostile input may cost this many times its benign twin (they measured 0.3-1.5x).
 FACTOR = 4.0
@@ -73,3 +79,30 @@ def test_forged_record_headers_cost_a_bounded_search(tmp_path: Path) -> None:
     # the records before the damage are kept, and the search given up is said
     assert any("damaged" in w and "were skipped" in w for w in warnings), warnings
     assert any("not searched for intact records" in w for w in warnings), warnings
+
+
+def test_a_long_timer_field_is_read_in_linear_time(tmp_path: Path) -> None:
+    size = 40 << 10  # `a:a:...: x y`: 20 s before the timer-field rule was linear
+    field = hostile.megatron_timer_field(tmp_path / "timer_field.log", size)
+    benign = hostile.megatron_benign(tmp_path / "benign.log", size)
+    _assert_linear(field, benign)
+
+
+def test_lines_of_many_fields_are_read_in_one_pass(tmp_path: Path) -> None:
+    size = 140 << 10  # two lines of 7,000 fields: 40 s when each field cost a `select`
+    many = hostile.megatron_many_fields(tmp_path / "many.log", size)
+    benign = hostile.megatron_benign(tmp_path / "benign.log", size)
+    _assert_linear(many, benign)
+    # every field is still read, by the general path
+    metrics = MegatronParser().parse(many).metrics
+    last = size // 2 // 10 - 1
+    assert metrics.filter(pl.col("name") == f"m{last}").height == 2
+    assert metrics.filter(pl.col("name") == "m96").get_column("value").to_list() == [5.0, 5.0]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="a:1 \t.|", max_size=24))
+def test_the_linear_key_value_rule_is_the_pattern(field: str) -> None:
+    """`key_and_value` gives KEY_VALUE's groups as Python's `re` finds them on short text."""
+    found = re.match(KEY_VALUE, field)
+    assert key_and_value(field) == (found.groups() if found else None)
