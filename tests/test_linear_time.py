@@ -20,6 +20,7 @@ from bench import hostile
 from loganalyzer.cli import main
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.parsers.megatron.template import KEY_VALUE, key_and_value
+from loganalyzer.sources import HEAD_BYTES, read_head
 
 # A hostile input may cost this many times its benign twin (they measured 0.3-1.5x).
 FACTOR = 4.0
@@ -43,12 +44,13 @@ def _cpu_seconds(work: Callable[[], object]) -> float:
     return best
 
 
-def _assert_linear(hostile_input: Path, benign_input: Path) -> dict[str, object]:
+def _assert_linear(
+    hostile_input: Path, benign_input: Path, factor: float = FACTOR
+) -> dict[str, object]:
     summary = _summary(hostile_input)
     benign = _cpu_seconds(lambda: _summary(benign_input))
     spent = _cpu_seconds(lambda: _summary(hostile_input))
-    print(f"{hostile_input.name}: {spent:.3f} s against {benign:.3f} s")
-    assert spent <= FACTOR * benign, (
+    assert spent <= factor * benign, (
         f"{hostile_input.name}: {spent:.2f} s of CPU, {spent / benign:.1f}x the"
         f" {benign:.2f} s of a benign input of its size"
     )
@@ -106,3 +108,50 @@ def test_the_linear_key_value_rule_is_the_pattern(field: str) -> None:
     """`key_and_value` gives KEY_VALUE's groups as Python's `re` finds them on short text."""
     found = re.match(KEY_VALUE, field)
     assert key_and_value(field) == (found.groups() if found else None)
+
+
+# A gzip file may decompress to gzipread.MAX_RATIO (100) times its size; the benign log
+# compresses 24 times, and a newline costs more than a byte of log lines: the bomb reads
+# about 4 times more bytes than its benign twin of the same compressed size.
+GZIP_FACTOR = 8.0
+
+
+def test_a_gzip_bomb_of_newlines_is_capped_with_a_warning(tmp_path: Path) -> None:
+    bomb = hostile.gzip_flood(tmp_path / "newlines.log.gz", 1 << 30, b"\n")
+    size = bomb.stat().st_size
+    benign = hostile.gzip_benign(tmp_path / "benign.log.gz", 24 * size)
+    summary = _assert_linear(bomb, benign, GZIP_FACTOR)
+    warnings = _warnings(summary)
+    assert any(
+        str(bomb) in w and "decompression bomb" in w and "not read" in w for w in warnings
+    ), warnings
+    sources = summary["sources"]
+    assert isinstance(sources, list) and sources[0]["records"] == 3
+
+
+def test_a_gzip_bomb_of_nul_bytes_fails_fast_naming_the_file(tmp_path: Path) -> None:
+    """4 GB of NUL bytes took a minute before the 64 MB-line error; a file this small stops
+    at the line's limit, within its cap."""
+    bomb = hostile.gzip_flood(tmp_path / "nul.log.gz", 1 << 30, b"\0")
+    benign = hostile.gzip_benign(tmp_path / "benign.log.gz", 24 * bomb.stat().st_size)
+
+    def refused() -> None:
+        result = CliRunner().invoke(main, ["summary", str(bomb), "--json"])
+        assert result.exit_code == 1
+        assert f"Error: {bomb}: line 7 runs past 64 MB" in result.output
+
+    refused()
+    plain = _cpu_seconds(lambda: _summary(benign))
+    spent = _cpu_seconds(refused)
+    assert spent <= GZIP_FACTOR * plain, f"{spent:.3f} s against {plain:.3f} s"
+
+
+def test_small_reads_of_a_gzip_bomb_take_linear_time(tmp_path: Path) -> None:
+    """Detection reads a file's head in 4 KB reads: each once copied all that the 64 KB
+    piece decompressed to (64 MB of NUL bytes), a minute for a 4 MB head."""
+    bomb = hostile.gzip_flood(tmp_path / "nul.log.gz", 256 << 20, b"\0")
+    benign = hostile.gzip_benign(tmp_path / "benign.log.gz", 8 << 20)
+    plain = _cpu_seconds(lambda: read_head(benign))
+    spent = _cpu_seconds(lambda: read_head(bomb))
+    assert len(read_head(bomb)) == HEAD_BYTES
+    assert spent <= FACTOR * plain, f"{spent:.3f} s against {plain:.3f} s"
