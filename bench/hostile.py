@@ -93,8 +93,8 @@ def tensorboard_forged_headers(path: Path, size: int, count: int) -> Path:
     good = record(_event(0, file_version=FILE_VERSION)) + b"".join(
         record(_scalar(step, "lm loss", 10.0 / step)) for step in range(1, 101)
     )
-    body = bytearray(good + b"\xff" + bytes(max(size - len(good) - 1, 12 * count)))
-    gap = (len(body) - len(good) - 1) // count
+    gap = max((size - len(good) - 17) // count, 12)
+    body = bytearray(good + b"\xff" + bytes(gap * count + 16))
     for index in range(count):
         at = len(good) + 1 + index * gap
         length = struct.pack("<Q", len(body) - at - 16)

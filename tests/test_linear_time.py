@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,3 +156,18 @@ def test_small_reads_of_a_gzip_bomb_take_linear_time(tmp_path: Path) -> None:
     spent = _cpu_seconds(lambda: read_head(bomb))
     assert len(read_head(bomb)) == HEAD_BYTES
     assert spent <= FACTOR * plain, f"{spent:.3f} s against {plain:.3f} s"
+
+
+def test_a_length_past_the_end_is_a_cut_record_at_once(tmp_path: Path) -> None:
+    """A header whose length (its CRC good) claims more than the file holds is not read:
+    the file ends inside that record, whatever the bytes after the header."""
+    size = 1 << 20
+    scalars = hostile.tensorboard_scalars(tmp_path / "events.out.tfevents.scalars", size // 2)
+    length = struct.pack("<Q", size)
+    head = length + struct.pack("<I", hostile.masked_crc32c(length))
+    forged = tmp_path / "events.out.tfevents.forged"
+    forged.write_bytes(scalars.read_bytes() + head + bytes(size - scalars.stat().st_size - 12))
+    twin = hostile.tensorboard_scalars(tmp_path / "events.out.tfevents.twin", size)
+    warnings = _warnings(_assert_linear(forged, twin))
+    cut = scalars.stat().st_size
+    assert any(f"the file ends inside a record at byte {cut}" in w for w in warnings), warnings
