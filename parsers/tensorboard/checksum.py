@@ -9,7 +9,7 @@ first (the tag and the field keys; the high bytes of the wall time) are found ei
 time, by the OR of each 8-byte word's XOR with the first record's: their terms are the same
 for every record and are added once. Each other position costs one table lookup and one
 XOR per record, reading the records through a strided view when they lie at equal
-distances. The byte-at-a-time update (`loganalyzer.parsers.crc`) still checks the records
+distances. `loganalyzer.parsers.crc.crc_many` (a native CRC per record) checks the records
 of rare lengths. The length field's CRC depends on the length alone: computed once per
 distinct length.
 """

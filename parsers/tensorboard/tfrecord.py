@@ -118,7 +118,7 @@ class Framer:
                 bad = stop
             resume, budget = _next_intact(data, bad + 1, budget)
             if budget < 0:
-                self.unsearched_from = bad
+                self.unsearched_from, resume = resume, len(data)
             self.damage.append(Damage(bad, resume))
             marks.append(self.records)
             position = resume
@@ -285,7 +285,7 @@ def _length_crcs(data: U8Array, first: int, count: int) -> U32Array:
 def _next_intact(data: U8Array, position: int, budget: int) -> tuple[int, int]:
     """The first position at or after `position` where a whole record with good CRCs starts,
     or the end of the data; and what is left of `budget`, the bytes of candidate records that
-    may still be checked whole (negative: it ran out, and the end of the data is returned).
+    may still be checked whole (negative: it ran out at the position returned).
     Length CRCs of a window of positions are checked at once; the few that pass and whose
     length fits in the bytes left are checked whole."""
     size = len(data)
@@ -300,7 +300,7 @@ def _next_intact(data: U8Array, position: int, budget: int) -> tuple[int, int]:
                 continue
             budget -= length
             if budget < 0:
-                return size, budget
+                return int(head), budget
             one = np.array([start], dtype=np.int64)
             crc = masked_crc32c(
                 crc_many(data, one, np.array([length], dtype=np.int64), CRC32C_POLY)
