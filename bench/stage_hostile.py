@@ -16,11 +16,10 @@ NAME = "hostile"
 
 
 def cases(workdir: Path, quick: bool) -> list[Case]:
-    scale = 4 if quick else 1
-    tb_long = 16 << 20 >> (scale // 2)
-    tb_forged = 4 << 20 >> (scale // 2)
+    tb_long = (4 if quick else 16) << 20
+    tb_forged = (1 if quick else 4) << 20
     text = 160 << 10
-    flood = 4 << 30 >> scale
+    flood = 256 << 20 if quick else 4 << 30
     made = [
         (
             "TensorBoard, one record of",
