@@ -40,6 +40,7 @@ STAGES = (
     "stage_wandb",
     "stage_index",
     "stage_report",
+    "stage_hostile",
 )
 
 

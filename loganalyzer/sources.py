@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from loganalyzer.errors import InputError
 from loganalyzer.gzipread import DamagedGzipReader
+from loganalyzer.gzipread import cap as decompressed_cap
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
@@ -61,10 +62,15 @@ def _note(path: Path, message: str) -> None:
 
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, decompressing gzip by its magic bytes rather than its name
-    (keeping what a damaged one holds) and UTF-16 text (Windows consoles write it) as UTF-8."""
+    (keeping what a damaged one holds, up to `gzipread.cap` of its size) and UTF-16 text
+    (Windows consoles write it) as UTF-8."""
     try:
         if _is_gzip(path):
-            reader = DamagedGzipReader(path.open("rb"), lambda message: _note(path, message))
+            reader = DamagedGzipReader(
+                path.open("rb"),
+                lambda message: _note(path, message),
+                decompressed_cap(path.stat().st_size),
+            )
             return io.BufferedReader(reader)
         stream = path.open("rb")
         if stream.read(2) in UTF16_BOMS:

@@ -23,10 +23,16 @@ class Damage:
 
 
 def framing_warnings(
-    source: str, damage: Sequence[Damage], cut_at: int | None, records: int, checked: str
+    source: str,
+    damage: Sequence[Damage],
+    cut_at: int | None,
+    records: int,
+    checked: str,
+    unsearched_from: int | None = None,
 ) -> list[str]:
     """One warning per damaged stretch (`checked` says what failed its check, e.g. "bad CRC
-    or length"), and one for a file that ends inside a record, with the `records` read."""
+    or length"), one for a file that ends inside a record, with the `records` read, and one
+    for a search for intact records given up at `unsearched_from`."""
     warnings = [
         f"{source}: bytes {hurt.start}-{hurt.end} are damaged ({checked}) and were skipped;"
         f" {hurt.records_after} intact records after them were kept"
@@ -36,5 +42,11 @@ def framing_warnings(
         warnings.append(
             f"{source}: the file ends inside a record at byte {cut_at} (written while the job"
             f" was killed?); the {records} records before it were read"
+        )
+    if unsearched_from is not None:
+        warnings.append(
+            f"{source}: from byte {unsearched_from} on, too many record headers check but lead"
+            " to no intact record (a forged or badly damaged file): the rest of the file was"
+            " not searched for intact records"
         )
     return warnings

@@ -67,3 +67,15 @@ def test_a_corrupt_member_loses_only_itself_and_reading_resumes_at_the_next() ->
 def test_nothing_decompressible_is_an_error(data: bytes) -> None:
     with pytest.raises(OSError):
         _read(data)
+
+
+def test_a_limit_stops_reading_with_a_note() -> None:
+    notes: list[str] = []
+    data = gzip.compress(b"\n" * (1 << 20))
+    stream = io.BufferedReader(DamagedGzipReader(io.BytesIO(data), notes.append, limit=1000))
+    assert stream.read() == b"\n" * 1000
+    assert len(notes) == 1 and "decompression bomb" in notes[0], notes
+    # a file that ends at its limit exactly is read whole and silently
+    notes.clear()
+    whole = io.BufferedReader(DamagedGzipReader(io.BytesIO(data), notes.append, limit=1 << 20))
+    assert len(whole.read()) == 1 << 20 and not notes

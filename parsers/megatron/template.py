@@ -29,6 +29,10 @@ from loganalyzer.parsers.megatron.records import (
 from loganalyzer.textlog import to_number
 
 MAX_TEMPLATES = 8
+# A line of this many fields or more is not learned from: a template costs a few polars
+# expressions per field (a line of 5,000 fields took seconds, growing faster than its
+# length), the general path one pass over all the fields exploded into rows.
+MAX_TEMPLATE_FIELDS = 64
 
 # The per-iteration columns the fields fill, in a fixed order.
 COLUMNS = list(dict.fromkeys([*FIELD_COLUMNS.values(), "step_time_s"]))
@@ -109,9 +113,11 @@ def shape_by_shape(
     one (from its text in `column`), and `read` says which rows fit it (a Boolean Series over
     `rows`, no nulls) and what it read of them (None: nothing). Up to MAX_TEMPLATES shapes;
     what each read, and the rows none fit, in their order, for the general path. A row whose
-    own shape does not take it (a value a cast cannot read) is not learned from again."""
+    own shape does not take it (a value a cast cannot read) is not learned from again, nor is a
+    row of MAX_TEMPLATE_FIELDS fields or more (no shorter shape fits it either)."""
     found: list[ShapeRead] = []
-    learned = pl.repeat(False, rows.height, eager=True)
+    separators = rows.get_column(column).str.count_matches("|", literal=True)
+    learned = (separators >= MAX_TEMPLATE_FIELDS - 1).fill_null(False)
     for _ in range(MAX_TEMPLATES):
         at = learned.arg_min()
         if at is None or learned[at]:
@@ -277,9 +283,34 @@ def _divided(column: str, divisor: str | None) -> pl.Expr:
     return pl.col(column) if divisor is None else pl.col(column) / pl.col(divisor)
 
 
-# A `key: value` field of a timer, memory or validation line: the key, and one token.
+# A `key: value` field of a timer, memory or validation line: the key, and one token. Run
+# by polars only, whose regex engine does not backtrack (linear time); Python's `re` takes
+# quadratic time on it (a 40 KB field `a:a:...: x y` took 20 s): `key_and_value` is the
+# same rule in Python.
 KEY_VALUE = r"^\s*(.*?[^\s])\s*:\s*(\S+)\s*$"
-_KEY_VALUE = re.compile(KEY_VALUE)
+
+
+def key_and_value(field: str) -> tuple[str, str] | None:
+    """KEY_VALUE's two groups, in linear time: the key ends at the first colon after which a
+    single token follows (the key may hold colons and spaces, and is not empty), and that
+    token is the value; None if there is no such colon."""
+    text = field.strip()
+    tokens = text.split()
+    if not tokens:
+        return None
+    value = tokens[-1]
+    before = text[: len(text) - len(value)]  # everything up to the last token
+    if before:
+        # a colon just before the space in front of the last token ends the key
+        head = before.rstrip()
+        if head.endswith(":") and head[:-1].strip():
+            return head[:-1].rstrip(), value
+    # else the first colon inside the last token that leaves a key and a value
+    colon = value.find(":", 0 if before else 1)
+    if colon < 0 or colon == len(value) - 1:
+        return None
+    return (before + value[:colon]).rstrip(), value[colon + 1 :]
+
 
 _ROW_COLUMNS = ("line", "launch", "rank", "after")
 
@@ -323,7 +354,7 @@ def _key_value_shape(
     tokens = {}
     for position, field_text in enumerate(template):
         field = pl.col(f"field_{position}")
-        if not _KEY_VALUE.match(field_text):
+        if key_and_value(field_text) is None:
             tests.append(field == field_text)
             continue
         prefix = field_text[: field_text.index(":") + 1]

@@ -9,7 +9,7 @@ first (the tag and the field keys; the high bytes of the wall time) are found ei
 time, by the OR of each 8-byte word's XOR with the first record's: their terms are the same
 for every record and are added once. Each other position costs one table lookup and one
 XOR per record, reading the records through a strided view when they lie at equal
-distances. The byte-at-a-time update (`loganalyzer.parsers.crc`) still checks the records
+distances. `loganalyzer.parsers.crc.crc_many` (a native CRC per record) checks the records
 of rare lengths. The length field's CRC depends on the length alone: computed once per
 distinct length.
 """
@@ -91,7 +91,7 @@ def distinct_lengths(lengths: I64Array) -> Lengths:
 
 def _one_length(data: U8Array, starts: I64Array, length: int) -> U32Array:
     """The CRC-32C (unmasked) of records of one length, a block of ROWS at a time."""
-    tables, inversions = _tables(length)
+    tables, inversions = distance_tables(length)
     crcs = np.empty(len(starts), dtype=np.uint32)
     for first in range(0, len(starts), ROWS):
         part = starts[first : first + ROWS]
@@ -111,7 +111,7 @@ def _one_length(data: U8Array, starts: I64Array, length: int) -> U32Array:
 
 
 @cache
-def _tables(length: int) -> tuple[U32Array, np.uint32]:
+def distance_tables(length: int) -> tuple[U32Array, np.uint32]:
     """Per distance d from the end (0 = the last byte), the CRC register a byte value leaves
     after d zero bytes; and the term of the initial and final inversions for `length`."""
     table = crc_table(CRC32C_POLY)

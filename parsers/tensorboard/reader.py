@@ -115,7 +115,12 @@ def _stream(
     if framer.records == 0:
         raise InputError(f"{source}: no intact TensorBoard record; is it an event file?")
     framing = framing_warnings(
-        source, framer.damage, framer.cut_at, framer.records, "bad CRC or length"
+        source,
+        framer.damage,
+        framer.cut_at,
+        framer.records,
+        "bad CRC or length",
+        framer.unsearched_from,
     )
     offset = framer.records
     kid_reads = []
@@ -152,7 +157,12 @@ def _kid_chunks(
             frame = frame.with_columns(name.cast(pl.Categorical))
         builder.add(frame, source=source, line_offset=offset)
     framing = framing_warnings(
-        source, framer.damage, framer.cut_at, framer.records, "bad CRC or length"
+        source,
+        framer.damage,
+        framer.cut_at,
+        framer.records,
+        "bad CRC or length",
+        framer.unsearched_from,
     )
     return framer.records, framing, decoded
 

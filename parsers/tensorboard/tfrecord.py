@@ -5,7 +5,9 @@ A file is records of `u64 length | u32 masked crc32c(length) | data | u32 masked
 tensorboard's own readers stop at the first bad CRC and drop the rest of the file silently;
 here a bad record costs only the bytes it spans: the reader scans forward for the next
 position where a whole record's length and data CRCs both check, and carries on from there.
-A record cut short at the end (a job killed mid-write) keeps everything before it.
+A record cut short at the end (a job killed mid-write) keeps everything before it. A length is
+checked against the bytes left before its record is read: a header claiming more than the
+file holds is a record cut short, at once.
 
 The walk over lengths predicts many records ahead from the sizes' period and checks the
 predictions with numpy (each offset depends on the last); the CRCs of all the records found
@@ -33,6 +35,7 @@ from loganalyzer.parsers.crc import (
 )
 from loganalyzer.parsers.framing import Damage
 from loganalyzer.parsers.tensorboard.checksum import (
+    distance_tables,
     distinct_lengths,
     masked_crcs,
     masked_length_crcs,
@@ -43,6 +46,10 @@ HEADER = 12  # u64 length + u32 length CRC
 FOOTER = 4  # u32 data CRC
 # Positions examined at once while looking for the next intact record after damage.
 SCAN_WINDOW = 1 << 20
+# The bytes of whole candidate records CRC-checked while looking for intact records after
+# damage, per byte of the file: headers that check but lead to no intact record (forged, each
+# claiming the rest of the file) would otherwise cost the square of the file's size.
+SEARCH_BYTES_PER_BYTE = 8
 _LENGTH = struct.Struct("<Q")
 # The walk: records walked one by one before the sizes' period is guessed, the longest period
 # looked for, and how many records are predicted at once (doubling while they all match).
@@ -82,12 +89,14 @@ class Framer:
         self.mapping = mapping
         self.damage: list[Damage] = []
         self.cut_at: int | None = None  # a record cut short by the end of the file begins here
+        self.unsearched_from: int | None = None  # the search budget ran out here
         self.records = 0
 
     def __iter__(self) -> Iterator[Chunk]:
         data = self.data
         marks: list[int] = []  # records read before each damage
         position = 0
+        budget = SEARCH_BYTES_PER_BYTE * len(data)
         while position < len(data):
             starts, lengths, stop, fits = _walk(data, position, CHUNK_RECORDS)
             good = _intact_prefix(data, starts, lengths)
@@ -107,7 +116,9 @@ class Framer:
                 break
             else:
                 bad = stop
-            resume = _next_intact(data, bad + 1)
+            resume, budget = _next_intact(data, bad + 1, budget)
+            if budget < 0:
+                self.unsearched_from, resume = resume, len(data)
             self.damage.append(Damage(bad, resume))
             marks.append(self.records)
             position = resume
@@ -260,28 +271,41 @@ def _length_checks(data: U8Array, head: int) -> bool:
     return bool(_stored(data, at + 8)[0] == expected[0])
 
 
-def _next_intact(data: U8Array, position: int) -> int:
+def _length_crcs(data: U8Array, first: int, count: int) -> U32Array:
+    """The masked CRC-32C of the 8 bytes at each of `count` consecutive positions from
+    `first`: by the CRC's linearity, one table lookup per byte of the 8, over views of the
+    data (no index array of 8 offsets per position)."""
+    tables, inversions = distance_tables(8)
+    crcs = np.full(count, inversions, dtype=np.uint32)
+    for offset in range(8):
+        crcs ^= np.take(tables[7 - offset], data[first + offset : first + offset + count])
+    return masked_crc32c(crcs)
+
+
+def _next_intact(data: U8Array, position: int, budget: int) -> tuple[int, int]:
     """The first position at or after `position` where a whole record with good CRCs starts,
-    or the end of the data. Length CRCs of a window of positions are checked at once; the few
-    that pass are checked whole."""
+    or the end of the data; and what is left of `budget`, the bytes of candidate records that
+    may still be checked whole (negative: it ran out at the position returned).
+    Length CRCs of a window of positions are checked at once; the few that pass and whose
+    length fits in the bytes left are checked whole."""
     size = len(data)
     while position + HEADER + FOOTER <= size:
         last = min(size - HEADER - FOOTER, position + SCAN_WINDOW)
         heads = np.arange(position, last + 1, dtype=np.int64)
-        eights = np.full(len(heads), 8, dtype=np.int64)
-        passing = _stored(data, heads + 8) == masked_crc32c(
-            crc_many(data, heads, eights, CRC32C_POLY)
-        )
+        passing = _stored(data, heads + 8) == _length_crcs(data, position, len(heads))
         for head in heads[passing]:
             (length,) = _LENGTH.unpack_from(memoryview(data), int(head))
             start = int(head) + HEADER
             if start + length + FOOTER > size:
                 continue
+            budget -= length
+            if budget < 0:
+                return int(head), budget
             one = np.array([start], dtype=np.int64)
             crc = masked_crc32c(
                 crc_many(data, one, np.array([length], dtype=np.int64), CRC32C_POLY)
             )
             if _stored(data, one + length)[0] == crc[0]:
-                return int(head)
+                return int(head), budget
         position = last + 1
-    return size
+    return size, budget
