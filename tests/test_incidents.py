@@ -266,6 +266,58 @@ def test_hf_trainer_5s_nan_printed_as_a_string(tmp_path: Path) -> None:
     assert nan["evidence"]["line"] == 40
 
 
+def test_hf_trainer_keeps_deepspeeds_skipped_steps_and_loss_scale() -> None:
+    # ymcui/Chinese-LLaMA-Alpaca issue 534: DeepSpeed's OVERFLOW lines glued after the tqdm
+    # bars of steps 378 and 379 come before the dict logged at step 380; 380-382 after it
+    from loganalyzer.parsers.hf_trainer.parser import HfTrainerParser
+
+    run = HfTrainerParser().parse(FIXTURES / "incidents" / "hf_deepspeed_overflow_skips.log")
+    assert run.table.select("iteration", "loss_scale", "skipped_iterations").rows() == [
+        (380, 16.0, 2)
+    ]
+
+
+def test_an_hf_deepspeed_loss_scale_halved_to_one_is_a_collapse(tmp_path: Path) -> None:
+    # DeepSpeed's loss_scaler.py (update_scale) logs `[deepspeed] OVERFLOW! Rank 0 Skipping
+    # step. Attempted loss scale: {prev_scale}, reducing to {cur_scale}` for each overflow;
+    # the Trainer prints its training block (trainer.py's `***** Running training *****`),
+    # then a dict every 10 steps (logging_steps)
+    lines = [
+        "***** Running training *****",
+        "  Num examples = 1,200",
+        "  Num Epochs = 1",
+        "  Instantaneous batch size per device = 10",
+        "  Total train batch size (w. parallel, distributed & accumulation) = 10",
+        "  Gradient Accumulation steps = 1",
+        "  Total optimization steps = 120",
+    ]
+    scale = 65536
+    for step in range(1, 121):
+        if step > 80 and scale > 1:
+            lines.append(
+                "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] "
+                f"OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing to "
+                f"{max(scale // 2, 1)}"
+            )
+            scale = max(scale // 2, 1)
+        elif step > 80:
+            lines.append(
+                "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] "
+                "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1"
+            )
+        if step % 10 == 0:
+            lines.append(
+                f"{{'loss': {2.5 - step / 1000:.4f}, 'learning_rate': 0.0002, "
+                f"'epoch': {step / 120:.2f}}}"
+            )
+    log = tmp_path / "hf_ds.log"
+    log.write_text("\n".join(lines) + "\n")
+    document = _summary(str(log))
+    (collapse,) = [i for i in document["incidents"] if i["kind"] == "loss_scale_collapse"]
+    assert (collapse["first_iteration"], collapse["last_iteration"]) == (81, 120)
+    assert (collapse["peak"], collapse["iterations"]) == (1.0, 40)
+
+
 def test_infinite_values_are_their_own_kind() -> None:
     table = conform_table(
         pl.DataFrame(
