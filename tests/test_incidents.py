@@ -200,6 +200,25 @@ def test_a_nan_loss_that_megatron_left_out_of_its_line_is_a_nan_incident() -> No
     assert "iteration 3385" in verdict["message"]
 
 
+def test_a_missing_loss_is_a_nan_only_from_sources_that_leave_one_out() -> None:
+    # TensorBoard and W&B keep a NaN as a NaN: a row without a loss there is another tag's
+    table = conform_table(
+        pl.DataFrame(
+            {
+                "iteration": [1, 2, 3],
+                "loss": [2.0, None, 2.0],
+                "loss_scale": [1.0, 1.0, 1.0],
+                "segment": [0, 0, 0],
+                "source": ["events.out.tfevents"] * 3,
+            },
+            schema_overrides={"segment": pl.Int32},
+        )
+    )
+    assert find_incidents(table) == ()
+    (nan,) = find_incidents(table, ["events.out.tfevents"])
+    assert (nan.kind, nan.metric, nan.first_iteration) == ("nan", "loss not printed", 2)
+
+
 def test_a_printed_nan_grad_norm_is_a_nan_incident_over_its_iterations() -> None:
     # bigscience-workshop/Megatron-DeepSpeed issue 396: `grad norm: nan` on every line,
     # `number of nan iterations:   0`; no line has a loss, so none is missing from one

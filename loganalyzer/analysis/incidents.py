@@ -29,6 +29,7 @@ one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -100,14 +101,13 @@ class Incident:
     evidence: Evidence
 
 
-# Frameworks whose iteration lines leave the loss out when it is NaN (Megatron-LM prints a
-# loss only `if avg > 0.0`, which a NaN fails; the same in Megatron-DeepSpeed).
-DROPS_NAN_LOSS = ("megatron-lm", "megatron-deepspeed")
-
-
-def find_incidents(table: pl.DataFrame, framework: str | None = None) -> tuple[Incident, ...]:
-    """Every incident of the per-iteration table, in log order within each kind; `framework`
-    (`Run.framework`) says whether a loss missing from a record means a NaN one."""
+def find_incidents(
+    table: pl.DataFrame, nan_loss_left_out: Collection[str] = ()
+) -> tuple[Incident, ...]:
+    """Every incident of the per-iteration table, in log order within each kind.
+    `nan_loss_left_out` are the sources (the table's `source`) whose lines leave a NaN loss
+    out: Megatron-LM's iteration lines print a loss only `if avg > 0.0`, which a NaN fails
+    (Megatron-DeepSpeed's alike); its TensorBoard scalars and W&B values keep the NaN."""
     if table.is_empty():
         return ()
     frame = table.select(
@@ -126,7 +126,7 @@ def find_incidents(table: pl.DataFrame, framework: str | None = None) -> tuple[I
     found = [
         *_spikes(frame, "loss", LOSS_SPIKE),
         *_spikes(frame, "grad_norm", GRAD_NORM_SPIKE),
-        *_not_numbers(frame, framework in DROPS_NAN_LOSS),
+        *_not_numbers(frame, list(nan_loss_left_out)),
         *_scale_collapses(frame),
     ]
     order = {"divergence": 0, "nan": 1, "inf": 2, "loss_scale_collapse": 3}
@@ -337,9 +337,9 @@ def _with_divergence(
     return found
 
 
-def _not_numbers(frame: pl.DataFrame, drops_nan_loss: bool) -> list[Incident]:
+def _not_numbers(frame: pl.DataFrame, nan_loss_left_out: list[str]) -> list[Incident]:
     """Runs of records with a NaN or infinite loss or gradient norm, or NaN iterations; where
-    the framework leaves a NaN loss out of its line (`drops_nan_loss`), a record without a
+    the source leaves a NaN loss out of its line (`nan_loss_left_out`), a record without a
     loss in a segment whose other records have one, read past where the loss is printed,
     unless every iteration it covers was skipped (whose loss is left out as well: Megatron
     averages over the iterations applied)."""
@@ -350,13 +350,12 @@ def _not_numbers(frame: pl.DataFrame, drops_nan_loss: bool) -> list[Incident]:
         for c in ("loss_scale", "grad_norm", "skipped_iterations", "nan_iterations")
     )
     dropped = (
-        pl.col("loss").is_null()
+        pl.col("source").is_in(nan_loss_left_out)
+        & pl.col("loss").is_null()
         & after_loss
         & pl.col("loss").is_not_null().any().over("segment")
         & (pl.col("skipped_iterations").fill_null(0) < pl.col("interval"))
-        if drops_nan_loss
-        else pl.lit(False)
-    )
+    ).fill_null(False)
     nan = (
         pl.col("loss").is_nan().fill_null(False)
         | pl.col("grad_norm").is_nan().fill_null(False)
