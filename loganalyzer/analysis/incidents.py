@@ -5,26 +5,27 @@ Spikes are judged against a local baseline, as slow steps are (`baseline`): a ce
 median, here over `WINDOW` records, because a loss spike takes up to a few hundred
 iterations to recover and a median ignores whatever fills less than half of its window. On a
 monotonic trend (the loss's slow fall) a centred median is the trend itself, so the trend
-raises no spike. A record is a spike's when it sits above that baseline by more than
-`LOSS_SPIKE` (`GRAD_NORM_SPIKE` for the gradient norm) and than the run's own noise
-(`baseline.noise_floor`: 5 robust standard deviations of the relative residuals), and above
-the few records just before it: a loss still falling fast at a segment's start (where the
-window is cut short) is above its baseline but not above its past. A spike runs over the
-consecutive records above `RECOVERED_SIGMAS` of the noise (at least `RECOVERED_MIN`); it
-recovers at the first record back within it. A rise still on at a segment's end, or a
-baseline that climbs `LOSS_SPIKE` above its lowest and stays there to the end, is a
-divergence.
+raises no spike; near a segment's ends the window is kept symmetric (`symmetric_edges`) for
+that reason, and a spike longer than the records before it is measured against those
+records. A record is a spike's when it sits above that baseline by more than `LOSS_SPIKE`
+(`GRAD_NORM_SPIKE` for the gradient norm) and than the run's own noise (5 robust standard
+deviations of the relative residuals, as `baseline.noise_floor`), and as far above the mean
+of the `PRIOR` records before it: a loss still falling fast is above a short window's
+median, not above its past. A spike runs over the consecutive records above
+`RECOVERED_SIGMAS` of the noise (at least `RECOVERED_MIN`) and recovers at the next record.
+A rise still on at a segment's end, or a baseline that climbs as far above its lowest and
+stays there to the end (a rise long enough for the median to follow it), is a divergence.
 
 Values that are not numbers are incidents of their own: a NaN or infinite loss or gradient
-norm, and Megatron's count of NaN iterations (it drops `lm loss` from such an interval's
-line). The loss scale collapses when it falls to `SCALE_FLOOR` after having been above it
-(bf16 runs print 1.0 throughout: no collapse), or when most of a record's iterations are
-skipped for `MIN_SKIPPED` iterations in a row, once the scaler's calibration at the start of
-a segment (every iteration skipped until the first one is not) is over. A negative scale is
-the DeepSpeed pipeline engine's placeholder, not a scale.
+norm, Megatron's count of NaN iterations, and, in Megatron's text lines (which print a loss
+only when it is above 0, which a NaN is not), a loss left out of a line that was read past it.
+The loss scale collapses when it falls to `SCALE_FLOOR` after having been above it (bf16 runs
+print 1.0 throughout: no collapse), or when most of a record's iterations are skipped for
+`MIN_SKIPPED` iterations in a row, once the scaler's calibration at the start of a segment
+(every iteration skipped until the first one is not) is over. A negative scale is the
+DeepSpeed pipeline engine's placeholder, not a scale.
 
-Everything is computed over whole columns; only the incidents found (a few) are built one by
-one.
+Everything is computed over whole columns; only the incidents found are built one by one.
 """
 
 from __future__ import annotations
@@ -111,7 +112,6 @@ def find_incidents(
     if table.is_empty():
         return ()
     frame = table.select(
-        pl.int_range(pl.len()).alias("row"),
         pl.col("segment").fill_null(0),
         "iteration",
         pl.col("interval").fill_null(1),
@@ -137,7 +137,7 @@ def _spikes(frame: pl.DataFrame, metric: str, spike: float) -> list[Incident]:
     """Loss (or gradient-norm) spikes, and for the loss, divergence."""
     value = pl.col(metric)
     rows = frame.filter(value.is_finite() & (value > 0)).select(
-        "row", "segment", "iteration", "interval", metric, "line", "source"
+        "segment", "iteration", "interval", metric, "line", "source"
     )
     if rows.height < PRIOR + 2:
         return []
@@ -264,10 +264,11 @@ def symmetric_edges(frame: pl.DataFrame, column: str, centred: pl.Series) -> pl.
 
 def _sigma(rows: pl.DataFrame, excess: pl.Expr) -> float:
     """The robust standard deviation of the relative residuals (1.4826 * their MAD)."""
-    median = rows.select(excess.median()).item()
+    residuals = rows.select(excess).to_series()
+    median = residuals.median()
     if median is None:
         return 0.0
-    mad = rows.select((excess - median).abs().median()).item()
+    mad = (residuals - median).abs().median()
     return MAD_TO_SIGMA * float(mad) if mad is not None else 0.0
 
 
@@ -458,7 +459,6 @@ def _scale_collapses(frame: pl.DataFrame) -> list[Incident]:
     found = []
     for g in groups.iter_rows(named=True):
         lowest, before = g["lowest"], g["before"]
-        lowest_at = g["at"]
         found.append(
             Incident(
                 kind="loss_scale_collapse",
@@ -466,7 +466,7 @@ def _scale_collapses(frame: pl.DataFrame) -> list[Incident]:
                 segment=g["segment"],
                 first_iteration=g["first"],
                 last_iteration=g["last"],
-                peak_iteration=lowest_at,
+                peak_iteration=g["at"],
                 peak=lowest,
                 baseline=before,
                 ratio=lowest / before if lowest is not None and before else None,
