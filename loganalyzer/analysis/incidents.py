@@ -351,7 +351,7 @@ def _not_numbers(frame: pl.DataFrame, nan_loss_left_out: list[str]) -> list[Inci
         for c in ("loss_scale", "grad_norm", "skipped_iterations", "nan_iterations")
     )
     dropped = (
-        pl.col("source").is_in(nan_loss_left_out)
+        pl.col("source").is_in(pl.Series(nan_loss_left_out, dtype=pl.String).implode())
         & pl.col("loss").is_null()
         & after_loss
         & pl.col("loss").is_not_null().any().over("segment")
