@@ -27,6 +27,8 @@ INK = "#344054"
 MUTED = "#98a2b3"
 SHADE = "rgba(152,162,179,0.22)"
 WARMUP_SHADE = "rgba(132,173,207,0.22)"
+# Incidents (loss spikes, NaN values, ...) on the training curves.
+INCIDENT_SHADE = "rgba(217,45,32,0.18)"
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MARKER_SYMBOLS = {"spike": "x", "periodic": "diamond"}
 HISTOGRAM_BINS = 60
@@ -346,11 +348,14 @@ def _training_curves(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
             "exponentformat": "e" if column == "lr" else "none",
         }
     layout["xaxis"]["anchor"] = f"y{len(present)}" if len(present) > 1 else "y"
-    layout["shapes"] = _spans(facts)
+    layout["shapes"] = _spans(facts) + [
+        _band(span.start, span.end, INCIDENT_SHADE) for span in facts.incidents
+    ]
+    marked = " Red bands are the incidents listed below." if facts.incidents else ""
     return Chart(
         "chart-training",
         "Loss, learning rate and grad norm",
-        "One iteration axis for all three: zoom or pan one and the others follow.",
+        "One iteration axis for all three: zoom or pan one and the others follow." + marked,
         {"data": traces, "layout": layout},
     )
 

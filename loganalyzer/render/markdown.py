@@ -47,6 +47,13 @@ def render_markdown(view: ReportView) -> str:
             lines.append(f"- **{verdict.severity}** `{verdict.code}`: {_cell(verdict.message)}")
     else:
         lines.append("- none")
+    if view.incidents:
+        lines += ["", "**Incidents**", "", "| kind | iterations | size | recovered in |"]
+        lines.append("|---|--:|---|--:|")
+        lines += [
+            f"| {row.kind} | {row.iterations} | {_cell(row.size)} | {row.recovery} |"
+            for row in view.incidents
+        ]
     lines += ["", "**Where the time went**", ""]
     if view.budget:
         lines += ["| cause | time | share |", "|---|--:|--:|"]

@@ -217,6 +217,52 @@ def _time_section(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _incidents_section(doc: dict[str, Any]) -> list[str]:
+    """The training instabilities, worst kinds first, at most `_INCIDENTS_LISTED`."""
+    found = doc.get("incidents") or []
+    if not found:
+        return []
+    lines = ["Incidents"]
+    for incident in found[:_INCIDENTS_LISTED]:
+        span = iterations(incident["first_iteration"], incident["last_iteration"])
+        evidence = incident.get("evidence") or {}
+        where = (
+            f" ({evidence['file']}:{evidence['line']})"
+            if evidence.get("file") and evidence.get("line") is not None
+            else ""
+        )
+        lines.append(f"  {incident['kind']}: {span}, {_incident_size(incident)}{where}")
+    if len(found) > _INCIDENTS_LISTED:
+        lines.append(f"  {len(found) - _INCIDENTS_LISTED} more (the JSON has them all)")
+    return lines
+
+
+_INCIDENTS_LISTED = 10
+
+
+def _incident_size(incident: dict[str, Any]) -> str:
+    kind = incident["kind"]
+    counted = plural(incident["iterations"], "iteration")
+    if kind in ("nan", "inf"):
+        return f"{counted} ({incident['metric']})"
+    if kind == "loss_scale_collapse":
+        return (
+            f"loss scale {number(incident['baseline'], ',g')} to "
+            f"{number(incident['peak'], ',g')}, {counted} skipped"
+        )
+    what = "grad norm" if kind == "grad_norm_spike" else "loss"
+    size = (
+        f"{what} {number(incident['peak'], '.4g')} against {number(incident['baseline'], '.4g')}"
+        f" ({ratio(incident['ratio'])})"
+    )
+    back = incident.get("recovery_iterations")
+    if kind == "divergence":
+        return size
+    return size + (
+        f", back in {plural(back, 'iteration')}" if back is not None else ", not back by the end"
+    )
+
+
 def render_summary(doc: dict[str, Any]) -> str:
     """A few aligned sections a person reads top to bottom."""
     run = doc["run"]
@@ -228,6 +274,8 @@ def render_summary(doc: dict[str, Any]) -> str:
     for section in (_run_section, _iterations_section, _efficiency_section, _time_section):
         lines.append("")
         lines += section(doc)
+    if incidents := _incidents_section(doc):
+        lines += ["", *incidents]
     lines += render_why(doc)
     if doc.get("verdicts"):
         lines.append("")

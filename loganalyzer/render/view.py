@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from loganalyzer.analysis.incident_verdicts import CODES as INCIDENT_CODES
 from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
@@ -28,6 +29,7 @@ from loganalyzer.render.viewmodel import (
     ConfigRow,
     Figure,
     Identity,
+    IncidentRow,
     Marker,
     ReportView,
     Row,
@@ -56,6 +58,7 @@ _VERDICT_TARGETS = (
     ("RESTARTS", "restarts"),
     ("STALLS", "restarts"),
     ("STRAGGLER", "chart-ranks"),
+    *((code, "incidents") for code in INCIDENT_CODES.values()),
     ("", "slow-steps"),
 )
 
@@ -102,6 +105,7 @@ def build_view(
         config=_config(run),
         formula=str(_get(doc, "flops", "derivation") or ""),
         warnings=tuple(clip(str(w)) for w in doc.get("warnings") or ()),
+        incidents=incident_rows(doc, run if quotes else None),
     )
 
 
@@ -394,7 +398,19 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
         restarts=tuple(restarts),
         boundaries=tuple(boundaries),
         flagged=tuple(m.iteration for m in markers),
+        incidents=_incident_spans(doc),
     )
+
+
+def _incident_spans(doc: Mapping[str, Any]) -> tuple[Span, ...]:
+    """The iterations each incident covers, for the training curves to shade."""
+    spans = []
+    for incident in doc.get("incidents") or ():
+        first, last = incident.get("first_iteration"), incident.get("last_iteration")
+        if isinstance(first, int) and isinstance(last, int):
+            label = f"{incident.get('kind')} {first}–{last}"
+            spans.append(Span(first - 0.5, max(last, first) + 0.5, label))
+    return tuple(spans)
 
 
 def _warmup_spans(doc: Mapping[str, Any]) -> tuple[Span, ...]:
@@ -462,6 +478,61 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
             )
         )
     return tuple(rows)
+
+
+def incident_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[IncidentRow, ...]:
+    """The document's incidents, at most SLOW_ROWS in its order, each with its log line
+    (quoted when `run` is given: the line is read again from its file)."""
+    incidents = [i for i in doc.get("incidents") or () if isinstance(i, Mapping)][:SLOW_ROWS]
+    where: dict[int, tuple[str, int]] = {}
+    for n, incident in enumerate(incidents):
+        evidence = incident.get("evidence") or {}
+        if isinstance(evidence.get("file"), str) and isinstance(evidence.get("line"), int):
+            where[n] = (evidence["file"], evidence["line"])
+    lines = read_lines(where.values()) if run is not None else {}
+    planted = planted_secrets({n: v.value for n, v in run.config.items()} if run else None)
+    rows = []
+    for n, incident in enumerate(incidents):
+        located = where.get(n)
+        rows.append(
+            IncidentRow(
+                kind=str(incident.get("kind")),
+                iterations=_span(incident.get("first_iteration"), incident.get("last_iteration")),
+                size=_incident_size(incident),
+                recovery=_recovery(incident),
+                location=f"{located[0]}:{located[1]}" if located else "",
+                line=mask_text(lines.get(located, ""), planted) if located else "",
+            )
+        )
+    return tuple(rows)
+
+
+def _span(first: object, last: object) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def _incident_size(incident: Mapping[str, Any]) -> str:
+    """What the incident amounted to: peak against baseline, or the iterations it hit."""
+    kind, peak, base = (
+        incident.get("kind"),
+        _float(incident.get("peak")),
+        _float(incident.get("baseline")),
+    )
+    counted = number(incident.get("iterations"), ",d")
+    if kind in ("nan", "inf"):
+        return f"{counted} iterations ({incident.get('metric')})"
+    if kind == "loss_scale_collapse":
+        return f"scale {number(base, ',g')} → {number(peak, ',g')}, {counted} skipped"
+    what = "grad norm" if kind == "grad_norm_spike" else "loss"
+    shown = number(_float(incident.get("ratio")), ".2f")
+    return f"{what} {number(peak, '.4g')} against {number(base, '.4g')} ({shown}{TIMES})"
+
+
+def _recovery(incident: Mapping[str, Any]) -> str:
+    if incident.get("kind") not in ("loss_spike", "grad_norm_spike"):
+        return ""
+    back = incident.get("recovery_iterations")
+    return f"{number(back, ',d')} iterations" if back is not None else "not back by the end"
 
 
 def _locations(run: Run | None, iterations: Sequence[object]) -> dict[int, tuple[str, int]]:

@@ -60,6 +60,18 @@ class SlowRow:
 
 
 @dataclass(frozen=True)
+class IncidentRow:
+    """A training instability as the incidents table lists it, with its log line."""
+
+    kind: str
+    iterations: str
+    size: str
+    recovery: str
+    location: str
+    line: str
+
+
+@dataclass(frozen=True)
 class ConfigRow:
     name: str
     value: str
@@ -114,6 +126,7 @@ class ChartFacts:
     restarts: tuple[Span, ...]
     boundaries: tuple[int, ...]
     flagged: tuple[int, ...]
+    incidents: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,3 +165,4 @@ class ReportView:
     config: tuple[ConfigRow, ...]
     formula: str
     warnings: tuple[str, ...]
+    incidents: tuple[IncidentRow, ...] = ()

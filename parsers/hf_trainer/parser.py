@@ -191,7 +191,27 @@ def _from_stdout(path: Path) -> Run:
     add_derived(config, source)
     saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
     resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
-    return _finish(config, train, long, times, used, source, warnings, saves, resolution)
+    run = _finish(config, train, long, times, used, source, warnings, saves, resolution)
+    run.table = _with_skipped_steps(run.table, found["scales"])
+    return run
+
+
+def _with_skipped_steps(table: pl.DataFrame, scales: pl.DataFrame) -> pl.DataFrame:
+    """Each record's steps skipped by DeepSpeed's loss scaler (its lines after the record
+    before and up to this one's) and the scale the last of them left, records after it
+    keeping that scale. Only where every record has a line to count by."""
+    if scales.height == 0 or table.height == 0 or table["line"].null_count():
+        return table
+    scales = scales.sort("line")
+    found = (
+        table.select(pl.int_range(pl.len()).alias("row"), "line")
+        .sort("line")
+        .join_asof(scales, on="line", strategy="backward")
+    )
+    # the scaler's lines up to each record's, by a search of their sorted line numbers
+    upto = scales["line"].search_sorted(found["line"], side="right").cast(pl.Int64)
+    found = found.with_columns(skipped=upto - upto.shift(1, fill_value=0)).sort("row")
+    return table.with_columns(loss_scale=found["scale_after"], skipped_iterations=found["skipped"])
 
 
 def _unreadable_bars(lines: pl.DataFrame, source: str) -> list[str]:

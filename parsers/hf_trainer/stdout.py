@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from loganalyzer import jsontext
+from loganalyzer.parsers.deepspeed.lines import loss_scale_lines
 from loganalyzer.textlog import clean, line_frames, split_glued, strip_launcher
 
 CANDIDATES = (
@@ -28,6 +29,7 @@ CANDIDATES = (
     "ixed precision",
     "ixed_precision",
     "padded vocab",
+    "loss scale",
 )
 RESUME = r"Continuing training from global step (\d+)"
 # The precision a run states: a TrainingArguments dump (`fp16=True,` one field a line, or all
@@ -86,6 +88,11 @@ PEFT = r"trainable params: ([\d,]+) \|\| all params: ([\d,]+)"
 # size: 50432)`.
 PADDED_VOCAB = r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)"
 TRAIN_OUTPUT = r"^TrainOutput\(global_step=(\d+)"
+# DeepSpeed's dynamic loss scaler under the Trainer (fp16): `[deepspeed] OVERFLOW! Rank 0
+# Skipping step. Attempted loss scale: 64, reducing to 32` (often glued after a tqdm bar), the
+# fp16 optimizers' `Reducing dynamic loss scale from 4096.0 to 2048.0`; each is one step
+# skipped (`Increasing dynamic loss scale` is not).
+SKIPPED_STEP = r"Skipping step|Reducing dynamic loss scale"
 
 
 def scan(path: Path) -> dict[str, pl.DataFrame]:
@@ -100,6 +107,7 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         "saves": [],
         "precision": [],
         "configs": [],
+        "scales": [],
     }
     for frame in line_frames(path):
         found["configs"].append(_config_blocks(frame))
@@ -130,7 +138,15 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         found["bars"].append(bars.filter("fits").drop("fits"))
         found["unreadable_bars"].append(bars.filter(~pl.col("fits")).select("line"))
         found["facts"].append(_facts(pieces))
+        found["scales"].append(_scales(pieces))
     return {key: pl.concat(frames) for key, frames in found.items()}
+
+
+def _scales(pieces: pl.DataFrame) -> pl.DataFrame:
+    """DeepSpeed's lines of a skipped step: (line, the loss scale it left)."""
+    skipped = pieces.filter(pl.col("text").str.contains(SKIPPED_STEP)).select("line", "text")
+    scales: pl.DataFrame = loss_scale_lines(skipped).select("line", "scale_after")
+    return scales
 
 
 def _config_blocks(frame: pl.DataFrame) -> pl.DataFrame:
