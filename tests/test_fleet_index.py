@@ -96,13 +96,13 @@ def test_fleet_json_finds_the_regression_names_the_corrupt_run_and_sums_gpu_hour
     indexed: Indexed,
 ) -> None:
     fleet, tree = _fleet(indexed.dataset), indexed.tree
-    assert fleet["schema"] == "loganalyzer.fleet/2"
+    assert fleet["schema"] == "loganalyzer.fleet/3"
     [regression] = fleet["regressions"]
     assert regression["run_id"] == tree.regressed
     assert regression["slowdown"] == pytest.approx(0.15, abs=0.02)
     assert regression["config_changes"] == [{"key": "micro_batch_size", "before": 2, "after": 1}]
-    assert fleet["failed"] == [
-        {"run_id": tree.corrupt, "error": indexed.result["failed"][0]["error"]}
+    assert [(r["run_id"], r["status"], r["error"]) for r in fleet["failed"]] == [
+        (tree.corrupt, "error", indexed.result["failed"][0]["error"])
     ]
     assert fleet["totals"]["gpu_hours"] == pytest.approx(sum(tree.gpu_hours.values()), rel=1e-12)
     by_run = {r["run_id"]: r for r in fleet["runs"]}
@@ -305,7 +305,7 @@ def test_fleet_text_in_a_real_subprocess(indexed: Indexed) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    assert "Fleet of 51 runs (50 analysed, 1 failed)" in done.stdout
+    assert "Fleet of 51 runs (50 analysed, 1 not read, 1 failed)" in done.stdout
     assert f"{indexed.tree.regressed}: step" in done.stdout
     assert "micro_batch_size 2 → 1" in done.stdout
     assert done.stderr == ""

@@ -12,10 +12,13 @@ from loganalyzer.terminal import echo
 
 _FLEET_HELP = """Report across every run of DATASET (built by `loganalyzer index`).
 
-One row per run (worst first), runs grouped by configuration (model shape, parallelism,
-GPUs and device, precision, batch) with regressions flagged (a run slower than its group's
-recent median beyond the group's noise, with the config change that came with it), and the
-GPU-hours lost by cause across the fleet. Read with polars lazy scans of the runs table.
+How the runs ended (counted by ending and reason, with the GPU-hours they held and the
+GPU-hours hung runs held before their ending), the ranks and hosts failures recur on, the
+failed runs with their error line, one row per run (worst first), runs grouped by
+configuration (model shape, parallelism, GPUs and device, precision, batch) with regressions
+flagged (a run slower than its group's recent median beyond the group's noise, with the
+config change that came with it), and the GPU-hours lost by cause across the fleet. Read
+with polars lazy scans of the runs table.
 
 \b
 Examples:
@@ -29,7 +32,7 @@ Examples:
 @click.command("fleet", help=_FLEET_HELP)
 @click.argument("dataset")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the HTML report here.")
-@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/2 JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/3 JSON.")
 def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
     from loganalyzer.fleet.report import build_fleet
     from loganalyzer.fleet.view import build_view

@@ -11,6 +11,17 @@ are the run's own:
                     steps and the iterations not in the log, which are unknown, not lost)
 
 Goodput MFU is the summary's own (`flops.mfu_goodput`).
+
+How the run ended comes from the document's `outcome` (schema loganalyzer.summary/1.2), read
+only in `ending_columns`: its status, reason, exception, first failing rank and host, last
+iteration, hang and error line (masked, as the document has it), and
+
+    lost_hang_gpu_hours = outcome.hang_gpu_hours (hang_s · num_gpus / 3600) of a hung run,
+                          0 for any other ending, null where the hang or the GPUs are unknown
+
+The hang lies after the last record, so outside the budget's wall clock: it is not in
+`gpu_hours` nor `lost_gpu_hours`. A document without `outcome` (an older schema) gives null
+ending columns; one without `incidents` a null count.
 """
 
 from __future__ import annotations
@@ -39,6 +50,19 @@ def _slug(line: str) -> str:
 LOST_LINES = {_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
 LOST_CAUSES = tuple(LOST_LINES)
 SEVERITIES = ("critical", "warning", "info")
+# The status of a run that was read but logged no iteration (it died before its first):
+# analysed, yet not a success; its `error` says how it ended.
+NO_ITERATIONS = "no_iterations"
+# The outcome's fields a row keeps, as outcome_<field>.
+OUTCOME_FIELDS: Mapping[str, pl.DataType] = {
+    "status": pl.String(),
+    "reason": pl.String(),
+    "exception": pl.String(),
+    "rank": pl.Int64(),
+    "host": pl.String(),
+    "last_iteration": pl.Int64(),
+    "message": pl.String(),
+}
 
 # One row per run in runs.parquet, the table `fleet` reads.
 RUNS_SCHEMA: Mapping[str, pl.DataType] = {
@@ -46,6 +70,10 @@ RUNS_SCHEMA: Mapping[str, pl.DataType] = {
     "key": pl.String(),
     "status": pl.String(),
     "error": pl.String(),
+    **{f"outcome_{field}": kind for field, kind in OUTCOME_FIELDS.items()},
+    "hang_s": pl.Float64(),
+    "lost_hang_gpu_hours": pl.Float64(),
+    "incidents": pl.Int64(),
     "framework": pl.String(),
     "model": pl.String(),
     "params": pl.Int64(),
@@ -136,6 +164,7 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
         "unlogged_s": unlogged,
         "gpu_hours": _gpu_hours(gpus, wall),
         "warnings": len(document["warnings"]),
+        **ending_columns(document),
     }
     for cause, seconds in lost.items():
         row[f"lost_{cause}_s"] = seconds
@@ -147,6 +176,20 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
             1 for v in document["verdicts"] if v["severity"] == severity
         )
     return row
+
+
+def ending_columns(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The outcome's columns and the incident count; null where the document predates them."""
+    incidents = document.get("incidents")
+    columns: dict[str, Any] = {"incidents": None if incidents is None else len(incidents)}
+    outcome = document.get("outcome")
+    if not outcome:
+        return columns
+    columns |= {f"outcome_{field}": outcome.get(field) for field in OUTCOME_FIELDS}
+    columns["hang_s"] = outcome.get("hang_s")
+    hung = outcome.get("status") == "hung"
+    columns["lost_hang_gpu_hours"] = outcome.get("hang_gpu_hours") if hung else 0.0
+    return columns
 
 
 def failed_row(run_id: str, key: str, error: str) -> dict[str, Any]:

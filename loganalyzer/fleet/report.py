@@ -1,4 +1,4 @@
-"""The fleet document (schema loganalyzer.fleet/2): every run's row, the runs grouped by
+"""The fleet document (schema loganalyzer.fleet/3): every run's row, the runs grouped by
 configuration with regressions flagged, and GPU-hours lost by cause, computed with polars
 lazy scans of the dataset's runs table (one row per run: the steps of all runs are never
 loaded).
@@ -9,6 +9,24 @@ than the group's noise:
     baseline  = median step time of the previous WINDOW runs of the group (at least HISTORY)
     noise     = (p75 - p25) / 1.349 of those runs (the IQR as a normal standard deviation)
     regressed = step_time > baseline + max(SIGMAS · noise, MIN_SLOWDOWN · baseline)
+
+How runs ended (`endings`): the runs read (not those that could not be) counted by their
+outcome's status and reason, with what each ending cost:
+
+    gpu_hours            the GPU-hours those runs held, as their logs cover them (the budget)
+    lost_gpu_hours       the GPU-hours their budgets lost (start-up, slow steps, restarts...)
+    lost_hang_gpu_hours  for hung runs, the hang: GPUs x seconds from the last progress to
+                         the kill or timeout that ended it; beyond the logs' wall clock, so
+                         in neither figure above (`hang_unknown` counts hung runs without it)
+
+A crash or a kill also throws away the work since the last checkpoint; one run's log does not
+say how much of it is redone (a resumed run's budget shows it as "redone work" when the
+restart is in its log), so it is not counted as lost to the ending: the GPU-hours those runs
+held are given instead. Runs indexed before outcomes existed have a null status.
+
+A run failed (`failed`) when it could not be read, logged no iteration, or ended crashed,
+hung, killed or unknown (the log just stops). A rank or host recurs (`recurring`) when the
+outcomes of at least RECURRING failed runs name it as where the failure was.
 """
 
 from __future__ import annotations
@@ -22,22 +40,34 @@ import polars as pl
 
 from loganalyzer import __version__
 from loganalyzer.errors import InputError
-from loganalyzer.fleet.document import LOST_CAUSES
+from loganalyzer.fleet.document import LOST_CAUSES, NO_ITERATIONS, RUNS_SCHEMA
 from loganalyzer.fleet.layout import RUNS
 from loganalyzer.fleet.storage import Location, locate
 
-FLEET_SCHEMA = "loganalyzer.fleet/2"
+FLEET_SCHEMA = "loganalyzer.fleet/3"
 WINDOW = 8
 HISTORY = 3
 SIGMAS = 3.0
 MIN_SLOWDOWN = 0.05
 MOST_LOST = 10
+RECURRING = 2
+# Endings that are failures, and the order endings are listed in (worst first).
+FAILED_ENDINGS = ("crashed", "hung", "killed", "unknown")
+ENDING_ORDER = (*FAILED_ENDINGS, "stopped", "completed")
 NATIVE_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
 
 def scan_runs(dataset: Location) -> pl.LazyFrame:
     """A lazy scan of the dataset's runs table (polars reads object stores itself; other
-    fsspec stores are read through fsspec)."""
+    fsspec stores are read through fsspec), with the columns an older version did not write
+    as nulls."""
+    runs = _scan(dataset)
+    present = runs.collect_schema().names()
+    missing = [pl.lit(None, kind).alias(n) for n, kind in RUNS_SCHEMA.items() if n not in present]
+    return runs.with_columns(missing) if missing else runs
+
+
+def _scan(dataset: Location) -> pl.LazyFrame:
     where = dataset.join(RUNS)
     if not where.fs.exists(where.path):
         raise InputError(
@@ -56,11 +86,15 @@ def build_fleet(dataset_url: str) -> dict[str, Any]:
     """The fleet document of the dataset at `dataset_url`."""
     runs = scan_runs(locate(dataset_url))
     ok = pl.col("status") == "ok"
+    failed = _failed()
     flagged = _with_regressions(runs.filter(ok & pl.col("step_time_s").is_not_null()))
     totals = runs.select(
         pl.len().alias("runs"),
         ok.sum().alias("analysed"),
-        (~ok).sum().alias("failed"),
+        failed.sum().alias("failed"),
+        (pl.col("status") == "error").sum().alias("not_read"),
+        (pl.col("status") == NO_ITERATIONS).sum().alias("no_iterations"),
+        pl.col("lost_hang_gpu_hours").sum().alias("lost_hang_gpu_hours"),
         pl.col("gpu_hours").sum().alias("gpu_hours"),
         pl.col("lost_gpu_hours").sum().alias("lost_gpu_hours"),
         (ok & pl.col("gpu_hours").is_null()).sum().alias("runs_without_gpu_hours"),
@@ -72,8 +106,8 @@ def build_fleet(dataset_url: str) -> dict[str, Any]:
         on="run_id",
         how="left",
     ).sort(
-        [ok, pl.col("lost_gpu_hours"), pl.col("mfu")],
-        descending=[False, True, False],
+        [ok, failed, pl.col("lost_gpu_hours"), pl.col("mfu")],
+        descending=[False, True, True, False],
         nulls_last=True,
     )
     rows = ordered.drop("config").collect().to_dicts()
@@ -82,16 +116,12 @@ def build_fleet(dataset_url: str) -> dict[str, Any]:
         "schema": FLEET_SCHEMA,
         "tool_version": __version__,
         "dataset": dataset_url,
-        "totals": {k: total[k] for k in ("runs", "analysed", "failed", "gpu_hours")}
-        | {
-            "lost_gpu_hours": total["lost_gpu_hours"],
-            "runs_without_gpu_hours": total["runs_without_gpu_hours"],
-        },
+        "totals": {k: total[k] for k in TOTALS},
         "lost_by_cause_gpu_hours": {c: total[c] for c in LOST_CAUSES},
+        "endings": _endings(runs),
+        "recurring": _recurring(runs.filter(failed)),
         "most_lost": _most_lost(runs),
-        "failed": [
-            {"run_id": r["run_id"], "error": r["error"]} for r in rows if r["status"] != "ok"
-        ],
+        "failed": _failed_runs(runs.filter(failed)),
         "regressions": regressions,
         "groups": _groups(flagged),
         "runs": _plain_rows(rows),
@@ -105,6 +135,90 @@ def build_fleet(dataset_url: str) -> dict[str, Any]:
             "same configuration (at least `history`), noise = IQR/1.349 of them",
         },
     }
+
+
+TOTALS = (
+    "runs",
+    "analysed",
+    "failed",
+    "not_read",
+    "no_iterations",
+    "gpu_hours",
+    "lost_gpu_hours",
+    "lost_hang_gpu_hours",
+    "runs_without_gpu_hours",
+)
+
+
+def _failed() -> pl.Expr:
+    """A run that could not be read, logged no iteration, or ended in a failure."""
+    return (pl.col("status") != "ok") | pl.col("outcome_status").is_in(FAILED_ENDINGS)
+
+
+def _endings(runs: pl.LazyFrame) -> list[dict[str, Any]]:
+    """The runs read, counted by ending (status and reason), worst first, with the GPU-hours
+    they held, their budgets lost and their hangs held."""
+    status = pl.col("outcome_status")
+    rank = status.replace_strict(
+        {s: n for n, s in enumerate(ENDING_ORDER)}, default=len(ENDING_ORDER), return_dtype=pl.Int64
+    )
+    counted = (
+        runs.filter(pl.col("status") != "error")
+        .group_by("outcome_status", "outcome_reason")
+        .agg(
+            pl.len().alias("runs"),
+            pl.col("gpu_hours").sum(),
+            pl.col("lost_gpu_hours").sum(),
+            pl.col("lost_hang_gpu_hours").sum(),
+            ((status == "hung") & pl.col("lost_hang_gpu_hours").is_null())
+            .sum()
+            .alias("hang_unknown"),
+            rank.first().alias("order"),
+        )
+        .sort("order", "runs", "outcome_reason", descending=[False, True, False])
+        .drop("order")
+        .rename({"outcome_status": "status", "outcome_reason": "reason"})
+        .collect()
+    )
+    return _plain_rows(counted.to_dicts())
+
+
+def _recurring(failed: pl.LazyFrame) -> dict[str, list[dict[str, Any]]]:
+    """The ranks and hosts named as where the failure was by at least RECURRING failed runs,
+    most runs first, with those runs."""
+    found = {}
+    for field, name in (("outcome_rank", "rank"), ("outcome_host", "host")):
+        counted = (
+            failed.filter(pl.col(field).is_not_null())
+            .group_by(field)
+            .agg(pl.len().alias("runs"), pl.col("run_id").sort().alias("run_ids"))
+            .filter(pl.col("runs") >= RECURRING)
+            .sort(["runs", field], descending=[True, False])
+            .rename({field: name})
+            .collect()
+        )
+        found[f"{name}s"] = counted.to_dicts()
+    return found
+
+
+def _failed_runs(failed: pl.LazyFrame) -> list[dict[str, Any]]:
+    """The failed runs, in run-id order: how each ended and its error line (the outcome's
+    message, else the error the index recorded)."""
+    listed = failed.select(
+        "run_id",
+        "status",
+        pl.col("outcome_status").alias("ending"),
+        pl.col("outcome_reason").alias("reason"),
+        pl.col("outcome_exception").alias("exception"),
+        pl.col("outcome_rank").alias("rank"),
+        pl.col("outcome_host").alias("host"),
+        pl.col("outcome_last_iteration").alias("last_iteration"),
+        "hang_s",
+        "lost_hang_gpu_hours",
+        "gpu_hours",
+        pl.coalesce("outcome_message", "error").alias("error"),
+    ).sort("run_id")
+    return _plain_rows(listed.collect().to_dicts())
 
 
 def _with_regressions(ok_runs: pl.LazyFrame) -> pl.DataFrame:

@@ -12,11 +12,14 @@ from urllib.parse import quote
 
 from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
 from loganalyzer.fleet.layout import REPORT, RUNS_DIR
+from loganalyzer.fleet.report import FAILED_ENDINGS
 from loganalyzer.fleet.storage import locate
 from loganalyzer.render.clip import clip
+from loganalyzer.render.fleet_text import ending_label, failure, hang_hours, run_list
 from loganalyzer.render.numbers import TIMES, number, percent, plural
 
 CAUSE_NAMES = LOST_LINES  # the goodput budget's own names
+HANG_BAR = "hang before the ending (beyond the logs' wall clock)"
 CHART_W, CHART_H, PAD = 320, 90, 6
 
 
@@ -86,6 +89,8 @@ class FleetView:
     most_lost: Table
     regressions: Table
     regression_rule: str
+    endings: Table
+    recurring: Table
     failed: Table
     groups: tuple[Group, ...]
     runs: Table
@@ -96,7 +101,8 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
     one (relative to `html_path` when both are local)."""
     totals = document["totals"]
     links = _links(document, html_path)
-    lost_total = sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
+    hang = totals["lost_hang_gpu_hours"] or 0.0
+    lost_total = hang + sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
     # the causes any run lost time to: a column each (of the budget's ten lines)
     causes = tuple(c for c in LOST_CAUSES if document["lost_by_cause_gpu_hours"][c])
     return FleetView(
@@ -108,6 +114,8 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
             ),
             ("GPU-hours", _hours(totals["gpu_hours"])),
             ("GPU-hours lost", _hours(totals["lost_gpu_hours"])),
+            ("GPU-hours hung before the ending", _hours(totals["lost_hang_gpu_hours"])),
+            ("failed", str(totals["failed"])),
             ("regressions", str(len(document["regressions"]))),
         ),
         lost=tuple(
@@ -119,7 +127,8 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
                 else 0.0,
             )
             for cause in causes
-        ),
+        )
+        + ((Bar(HANG_BAR, _hours(hang), hang / lost_total),) if hang else ()),
         most_lost=Table(
             ("run", "GPU-hours lost", "of GPU-hours", *(CAUSE_NAMES[c] for c in causes)),
             tuple(
@@ -158,15 +167,60 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
             ),
         ),
         regression_rule=document["method"]["rule"],
-        failed=Table(
-            ("run", "error"),
+        endings=_endings(document["endings"]),
+        recurring=Table(
+            ("where", "failed runs", "runs"),
             tuple(
-                Row((_text(r["run_id"]), Cell(r["error"], r["error"], bad=True)), None, True)
+                Row(
+                    (
+                        _text(f"{name} {r[name]}"),
+                        _num(r["runs"], str(r["runs"])),
+                        _text(run_list(r["run_ids"])),
+                    ),
+                    flagged=True,
+                )
+                for name in ("rank", "host")
+                for r in document["recurring"][f"{name}s"]
+            ),
+        ),
+        failed=Table(
+            ("run", "how it ended"),
+            tuple(
+                Row(
+                    (_text(r["run_id"]), Cell(failure(r), failure(r), bad=True)),
+                    links.get(r["run_id"]),
+                    True,
+                )
                 for r in document["failed"]
             ),
         ),
         groups=tuple(_group(g) for g in document["groups"]),
         runs=_runs(document["runs"], links, causes),
+    )
+
+
+def _endings(endings: Sequence[Mapping[str, Any]]) -> Table:
+    """The runs by ending with the GPU-hours they held, their budgets lost and their hangs
+    held (beyond the logs' wall clock)."""
+    rows = []
+    for e in endings:
+        hung = e["status"] == "hung" and e["hang_unknown"] < e["runs"]
+        label = ending_label(e["status"], e["reason"])
+        rows.append(
+            Row(
+                (
+                    Cell(label, label, bad=e["status"] in FAILED_ENDINGS),
+                    _num(e["runs"], str(e["runs"])),
+                    _num(e["gpu_hours"], _hours(e["gpu_hours"])),
+                    _num(e["lost_gpu_hours"], _hours(e["lost_gpu_hours"])),
+                    _num(e["lost_hang_gpu_hours"] if hung else None, hang_hours(e)),
+                ),
+                flagged=e["status"] in FAILED_ENDINGS,
+            )
+        )
+    return Table(
+        ("ending", "runs", "GPU-hours held", "lost in their budgets", "hung before the ending"),
+        tuple(rows),
     )
 
 
@@ -176,6 +230,7 @@ def _runs(
     columns = (
         "run",
         "status",
+        "ending",
         "framework",
         "model",
         "params",
@@ -198,9 +253,15 @@ def _runs(
         )
         verdicts = [r.get(f"verdicts_{s}") for s in ("critical", "warning", "info")]
         ok = r["status"] == "ok"
+        failed_ending = r["outcome_status"] in FAILED_ENDINGS
         cells = (
             _text(r["run_id"]),
             Cell(_status(r), r["status"], bad=_status(r) != "ok"),
+            Cell(
+                _ending_of(r),
+                _ending_of(r),
+                bad=failed_ending,
+            ),
             _text(r["framework"] or ""),
             _text(r["model"] or ""),
             _num(r["params"], number(r["params"], ".3g", missing="")),
@@ -220,7 +281,7 @@ def _runs(
                 "/".join(str(v) for v in verdicts) if ok else "",
             ),
         )
-        flagged = not ok or bool(r.get("regression"))
+        flagged = not ok or failed_ending or bool(r.get("regression"))
         lines.append(Row(cells, links.get(r["run_id"]), flagged))
     return Table(columns, tuple(lines))
 
@@ -279,6 +340,10 @@ def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]
         else:
             links[row["run_id"]] = report.url()
     return links
+
+
+def _ending_of(row: Mapping[str, Any]) -> str:
+    return ending_label(row["outcome_status"], row["outcome_reason"], read=row["status"] != "error")
 
 
 def _status(row: Mapping[str, Any]) -> str:

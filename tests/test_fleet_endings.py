@@ -1,0 +1,273 @@
+"""The fleet counts how runs ended: runs and GPU-hours by ending and reason, the hang's
+GPU-hours, the ranks and hosts that recur across failures, and the failed runs with their
+error line, in `fleet` text, --json and HTML; a run with no iteration is a failed run, and a
+dataset an older version wrote (no ending columns) still reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from loganalyzer.cli import main
+from loganalyzer.fleet.document import NO_ITERATIONS, RUNS_SCHEMA, ending_columns, runs_frame
+from loganalyzer.fleet.layout import RUNS
+
+# Error lines as the summary's outcome quotes them, cut from real logs:
+# fixtures/endings/oom/msswift_7826_rank3_torch_oom.log (github.com/modelscope/ms-swift/issues/7826)
+OOM = (
+    "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3"
+    " has a total capacity of 79.10 GiB of which 6.00 MiB is free."
+)
+# fixtures/endings/nccl_timeout/ofa_271_torch1_eight_ranks.log (github.com/OFA-Sys/OFA/issues/271)
+NCCL = (
+    "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout:"
+    " WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212"
+    " milliseconds before timing out."
+)
+SLURM = "slurmstepd: error: *** JOB 81236 ON node-001 CANCELLED AT 2024-05-02T18:00:03 DUE TO TIME LIMIT ***"  # noqa: E501
+SIGABRT = "exitcode  : -6 (pid: 2811)  error_file: <N/A>  traceback : Signal 6 (SIGABRT) received by PID 2811"  # noqa: E501
+
+
+def _row(run_id: str, status: str = "ok", **fields: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "key": run_id, "status": status, **fields}
+
+
+def _ended(
+    status: str,
+    reason: str | None,
+    *,
+    rank: int | None = None,
+    host: str | None = None,
+    message: str | None = None,
+    last: int | None = 1200,
+    gpus: int = 8,
+    wall_h: float = 2.0,
+    lost_h: float = 0.5,
+    hang_s: float | None = None,
+    lost_hang: float | None = 0.0,
+    incidents: int = 0,
+) -> dict[str, Any]:
+    return {
+        "outcome_status": status,
+        "outcome_reason": reason,
+        "outcome_rank": rank,
+        "outcome_host": host,
+        "outcome_message": message,
+        "outcome_last_iteration": last,
+        "num_gpus": gpus,
+        "gpu_hours": gpus * wall_h,
+        "lost_gpu_hours": gpus * lost_h,
+        "hang_s": hang_s,
+        "lost_hang_gpu_hours": lost_hang,
+        "incidents": incidents,
+    }
+
+
+ROWS = [
+    _row("a-oom", **_ended("crashed", "oom", rank=3, host="node-007", message=OOM)),
+    _row("b-nccl", **_ended("crashed", "nccl_timeout", rank=17, host="node-007", message=NCCL)),
+    # 64 GPUs hung 7 h 45 min before slurm's time limit: 496 GPU-hours
+    _row(
+        "c-hung",
+        **_ended(
+            "hung", "time_limit", message=SLURM, gpus=64, hang_s=27900.0, lost_hang=496.0, last=900
+        ),
+    ),
+    _row("d-abort", **_ended("crashed", "signal", rank=17, host="node-012", message=SIGABRT)),
+    _row("e-done", **_ended("completed", "train_iters_reached", incidents=2)),
+    # died before its first iteration: a run, with no figures but its ending
+    _row(
+        "f-early",
+        NO_ITERATIONS,
+        error=f"no iteration records: Crashed before its first iteration: out of memory ({OOM})",
+        **_ended(
+            "crashed", "oom", rank=3, host="node-003", message=OOM, last=None, wall_h=0, lost_h=0
+        ),
+    ),
+    _row("g-unread", "error", error="g-unread/train.log: no parser recognises this file"),
+    # indexed before outcomes: no ending columns
+    _row("h-old", num_gpus=8, gpu_hours=16.0, lost_gpu_hours=1.0),
+    # hung, but no line after the last record has a time: the hang is unknown
+    _row("i-hung-untimed", **_ended("hung", None, lost_hang=None)),
+    _row("j-stops", **_ended("unknown", None, last=450)),
+]
+
+
+def _dataset(tmp_path: Path, rows: list[dict[str, Any]] = ROWS) -> Path:
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    runs_frame(rows).write_parquet(dataset / RUNS)
+    return dataset
+
+
+def _fleet(*args: str) -> Any:
+    result = CliRunner().invoke(main, ["fleet", *args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_fleet_json_counts_runs_and_gpu_hours_by_ending_and_reason(tmp_path: Path) -> None:
+    fleet = json.loads(_fleet(str(_dataset(tmp_path)), "--json").stdout)
+    assert fleet["schema"] == "loganalyzer.fleet/3"
+    endings = {(e["status"], e["reason"]): e for e in fleet["endings"]}
+    # the unread run has no ending; the run indexed before outcomes has none recorded
+    assert {k: e["runs"] for k, e in endings.items()} == {
+        ("crashed", "oom"): 2,
+        ("crashed", "nccl_timeout"): 1,
+        ("crashed", "signal"): 1,
+        ("hung", "time_limit"): 1,
+        ("hung", None): 1,
+        ("unknown", None): 1,
+        ("completed", "train_iters_reached"): 1,
+        (None, None): 1,
+    }
+    # worst first: the failures, then the clean endings, then the unrecorded
+    assert [e["status"] for e in fleet["endings"]][:4] == ["crashed"] * 3 + ["hung"]
+    assert fleet["endings"][-1]["status"] is None
+    assert endings["crashed", "oom"]["gpu_hours"] == pytest.approx(16.0)  # 16 + 0 (no iteration)
+    assert endings["crashed", "oom"]["lost_gpu_hours"] == pytest.approx(4.0)
+    assert endings["hung", "time_limit"]["lost_hang_gpu_hours"] == pytest.approx(496.0)
+    assert endings["hung", "time_limit"]["hang_unknown"] == 0
+    assert endings["hung", None]["hang_unknown"] == 1
+    assert fleet["totals"]["lost_hang_gpu_hours"] == pytest.approx(496.0)
+    counts = {k: fleet["totals"][k] for k in ("runs", "analysed", "not_read", "no_iterations")}
+    assert counts == {"runs": 10, "analysed": 8, "not_read": 1, "no_iterations": 1}
+    # the hang is beyond the logs' wall clock: not in the budget's lost GPU-hours
+    assert fleet["totals"]["lost_gpu_hours"] == pytest.approx(6 * 4.0 + 32.0 + 1.0)
+
+
+def test_recurring_ranks_and_hosts_are_those_of_two_failed_runs(tmp_path: Path) -> None:
+    fleet = json.loads(_fleet(str(_dataset(tmp_path)), "--json").stdout)
+    assert fleet["recurring"] == {
+        "ranks": [
+            {"rank": 3, "runs": 2, "run_ids": ["a-oom", "f-early"]},
+            {"rank": 17, "runs": 2, "run_ids": ["b-nccl", "d-abort"]},
+        ],
+        "hosts": [{"host": "node-007", "runs": 2, "run_ids": ["a-oom", "b-nccl"]}],
+    }
+
+
+def test_failed_runs_are_listed_with_their_error_line(tmp_path: Path) -> None:
+    fleet = json.loads(_fleet(str(_dataset(tmp_path)), "--json").stdout)
+    failed = {r["run_id"]: r for r in fleet["failed"]}
+    assert list(failed) == [
+        "a-oom",
+        "b-nccl",
+        "c-hung",
+        "d-abort",
+        "f-early",
+        "g-unread",
+        "i-hung-untimed",
+        "j-stops",
+    ]
+    assert fleet["totals"]["failed"] == 8
+    assert failed["a-oom"]["error"] == OOM
+    assert (failed["b-nccl"]["reason"], failed["b-nccl"]["rank"]) == ("nccl_timeout", 17)
+    assert failed["f-early"]["status"] == NO_ITERATIONS
+    assert failed["f-early"]["error"] == OOM  # the error line, not the sentence around it
+    assert failed["g-unread"]["error"].endswith("no parser recognises this file")
+    # worst first: the unread run, then the failed endings, then the rest
+    order = [r["run_id"] for r in fleet["runs"]]
+    assert order[:2] == ["f-early", "g-unread"] or order[:2] == ["g-unread", "f-early"]
+    assert set(order[-2:]) == {"e-done", "h-old"}
+
+
+def test_fleet_text_says_endings_gpu_hours_recurring_ranks_and_failures(tmp_path: Path) -> None:
+    text = _fleet(str(_dataset(tmp_path))).stdout
+    assert (
+        "Fleet of 10 runs (8 analysed, 1 with no iteration, 1 not read, 8 failed):"
+        " 240.0 GPU-hours, 57.0 lost, and 496.0 held by hangs before their endings"
+    ) in text
+    lines = text.splitlines()
+    [hung] = [line for line in lines if line.lstrip().startswith("hung (time limit)")]
+    assert hung.split() == ["hung", "(time", "limit)", "1", "128.0", "32.0", "496.0"]
+    [untimed] = [line for line in lines if line.split()[:2] == ["hung", "1"]]
+    assert untimed.split() == ["hung", "1", "16.0", "4.0", "unknown"]
+    assert "  rank 17: 2 failed runs (b-nccl, d-abort)" in lines
+    assert "  host node-007: 2 failed runs (a-oom, b-nccl)" in lines
+    assert f"  a-oom: crashed (oom) at iteration 1,200 on rank 3 on node-007: {OOM}" in lines
+    assert (
+        f"  f-early: crashed (oom) before its first iteration on rank 3 on node-003: {OOM}"
+    ) in lines
+    assert f"  c-hung: hung (time limit) at iteration 900 for 7.8 h: {SLURM}" in lines
+    assert "  j-stops: unknown at iteration 450" in lines
+    assert "  i-hung-untimed: hung at iteration 1,200 for an unknown time" in lines
+    assert "not recorded (indexed before outcomes)" in text
+
+
+def test_fleet_html_has_the_endings_recurring_ranks_and_failed_runs(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.html"
+    _fleet(str(_dataset(tmp_path)), "-o", str(out))
+    page = out.read_text(encoding="utf-8")
+    assert "<h2>How the runs ended</h2>" in page
+    assert '<td data-sort="hung (time limit)" class="status-bad">hung (time limit)</td>' in page
+    assert '<td data-sort="496.0" class="num">496.0</td>' in page
+    assert "<h3>Failures recur on</h3>" in page
+    assert '<td data-sort="rank 17">rank 17</td>' in page
+    assert "<h2>Failed runs</h2>" in page
+    # the error line escaped, never raw markup
+    assert "WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000)" in page
+    assert "hang before the ending (beyond the logs&#39; wall clock)" in page
+
+
+def test_a_dataset_written_before_endings_reads_with_null_ending_columns(tmp_path: Path) -> None:
+    new = [c for c in RUNS_SCHEMA if c.startswith("outcome_")] + [
+        "hang_s",
+        "lost_hang_gpu_hours",
+        "incidents",
+    ]
+    rows = [_row("old-1", num_gpus=8, gpu_hours=16.0, lost_gpu_hours=1.0)]
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    runs_frame(rows).drop(new).write_parquet(dataset / RUNS)
+    assert not set(new) & set(pl.read_parquet_schema(dataset / RUNS))
+    fleet = json.loads(_fleet(str(dataset), "--json").stdout)
+    assert fleet["endings"] == [
+        {
+            "status": None,
+            "reason": None,
+            "runs": 1,
+            "gpu_hours": 16.0,
+            "lost_gpu_hours": 1.0,
+            "lost_hang_gpu_hours": 0.0,
+            "hang_unknown": 0,
+        }
+    ]
+    assert (fleet["failed"], fleet["recurring"]) == ([], {"ranks": [], "hosts": []})
+    assert fleet["runs"][0]["outcome_status"] is None
+
+
+HUNG = {
+    "status": "hung",
+    "reason": "time_limit",
+    "exception": None,
+    "message": SLURM,
+    "rank": None,
+    "host": "node-001",
+    "last_iteration": 900,
+    "hang_s": 27900.0,
+    "hang_gpu_hours": 496.0,
+}
+
+
+def test_ending_columns_read_the_outcome_and_count_incidents() -> None:
+    columns = ending_columns({"outcome": HUNG, "incidents": [{"kind": "loss_spike"}] * 3})
+    assert columns["outcome_status"] == "hung"
+    assert columns["outcome_host"] == "node-001"
+    assert columns["outcome_message"] == SLURM
+    assert (columns["hang_s"], columns["lost_hang_gpu_hours"]) == (27900.0, 496.0)
+    assert columns["incidents"] == 3
+    # a killed run's time since its last progress is its hang_s, not hang GPU-hours
+    killed = ending_columns({"outcome": HUNG | {"status": "killed", "hang_gpu_hours": None}})
+    assert (killed["hang_s"], killed["lost_hang_gpu_hours"]) == (27900.0, 0.0)
+    # a hung run whose GPUs are unknown: its hang's GPU-hours are unknown, not 0
+    unknown = ending_columns({"outcome": HUNG | {"hang_gpu_hours": None}, "incidents": []})
+    assert (unknown["lost_hang_gpu_hours"], unknown["incidents"]) == (None, 0)
+    # an older document: no outcome, no incidents
+    assert ending_columns({}) == {"incidents": None}
+    assert set(ending_columns({"outcome": HUNG})) <= set(RUNS_SCHEMA)
