@@ -15,7 +15,7 @@ from loganalyzer.fleet.layout import REPORT, RUNS_DIR
 from loganalyzer.fleet.report import FAILED_ENDINGS
 from loganalyzer.fleet.storage import locate
 from loganalyzer.render.clip import clip
-from loganalyzer.render.fleet_text import ending_label, failure, hang_hours, run_list
+from loganalyzer.render.fleet_text import ending_label, failure, hang_hours, run_counts, run_list
 from loganalyzer.render.numbers import TIMES, number, percent, plural
 
 CAUSE_NAMES = LOST_LINES  # the goodput budget's own names
@@ -110,7 +110,7 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
         headline=(
             (
                 "runs",
-                f"{totals['runs']} ({totals['analysed']} analysed, {totals['failed']} failed)",
+                f"{totals['runs']} ({run_counts(totals, failed=False)})",
             ),
             ("GPU-hours", _hours(totals["gpu_hours"])),
             ("GPU-hours lost", _hours(totals["lost_gpu_hours"])),

@@ -19,7 +19,7 @@ NOT_RECORDED = "not recorded (indexed before outcomes)"
 def render_fleet_text(document: Mapping[str, Any]) -> str:
     totals = document["totals"]
     lines = [
-        f"Fleet of {totals['runs']} runs ({_counts(totals)}): "
+        f"Fleet of {totals['runs']} runs ({run_counts(totals)}): "
         f"{_hours(totals['gpu_hours'])} GPU-hours, {_hours(totals['lost_gpu_hours'])} lost"
         + _hang_total(totals),
     ]
@@ -103,13 +103,15 @@ def run_list(run_ids: Sequence[str], shown: int = 5) -> str:
     return ", ".join(run_ids[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def _counts(totals: Mapping[str, Any]) -> str:
+def run_counts(totals: Mapping[str, Any], failed: bool = True) -> str:
+    """How many runs were analysed, logged no iteration, could not be read (and failed)."""
     parts = [f"{totals['analysed']} analysed"]
     if totals["no_iterations"]:
         parts.append(f"{totals['no_iterations']} with no iteration")
     if totals["not_read"]:
         parts.append(f"{totals['not_read']} not read")
-    parts.append(f"{totals['failed']} failed")
+    if failed:
+        parts.append(f"{totals['failed']} failed")
     return ", ".join(parts)
 
 
