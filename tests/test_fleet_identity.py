@@ -118,6 +118,39 @@ def test_a_dataset_under_older_keys_is_read_again_once_and_keeps_every_run(
     assert _index(str(root), "--out", str(dataset))["skipped"] == 2
 
 
+def test_a_dataset_under_older_ids_keeps_each_run_once(tmp_path: Path) -> None:
+    """A dataset written before `%` and `#` were escaped in ids holds `root/run 50%`: the
+    next index named that folder `root/run 50%25`, read it as new and kept the older entry
+    too (2 runs for 1 folder, two folders in runs/)."""
+    log, _ = _logs(tmp_path)
+    root = tmp_path / "root"
+    for name in ("run 50%", "x#2", "plain"):
+        (root / name).mkdir(parents=True)
+        shutil.copy(log, root / name / "slurm-1.out")
+    dataset = tmp_path / "index"
+    _index(str(root), "--out", str(dataset))
+    older = {"root/run 50%25": "root/run 50%", "root/x%232": "root/x#2"}
+
+    def rewritten(frame: pl.DataFrame) -> pl.DataFrame:
+        ids = frame["run_id"].replace(older)
+        return frame.with_columns(
+            ids, ids.map_elements(_legacy_key, return_dtype=pl.String).alias("key")
+        )
+
+    for table in ("manifest.parquet", "runs.parquet"):
+        frame = rewritten(pl.read_parquet(dataset / table))
+        if "folder" in frame.columns:
+            frame = frame.with_columns(pl.col("folder").replace(older))
+        frame.write_parquet(dataset / table)
+    for now, before in [*older.items(), ("root/plain", "root/plain")]:
+        (dataset / RUNS_DIR / run_key(now)).rename(dataset / RUNS_DIR / _legacy_key(before))
+    again = _index(str(root), "--out", str(dataset))
+    assert (again["found"], again["analysed"]) == (3, 3)
+    _assert_kept(dataset, 3)
+    assert _manifest(dataset)["run_id"].to_list() == ["root/plain", *sorted(older)]
+    assert _index(str(root), "--out", str(dataset))["skipped"] == 3
+
+
 def test_a_folder_named_like_a_run_of_another_folder_is_a_run_of_its_own(tmp_path: Path) -> None:
     """Finding 2: `root/x` holding two runs (`root/x#1`, `root/x#2`) and a folder named
     `root/x#2` shared an id and a folder: 3 runs found, 2 kept, another one every index."""
