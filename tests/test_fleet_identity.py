@@ -196,6 +196,19 @@ def test_folders_with_url_syntax_in_their_names_are_read(tmp_path: Path) -> None
     assert _index(str(root), "--out", str(dataset))["skipped"] == 10
 
 
+def test_a_dataset_named_like_a_pattern_is_read_by_fleet(tmp_path: Path) -> None:
+    """`--out` named with `[`, `?` and `*` was written whole, but `fleet` scanned its runs
+    table as a glob pattern: 'internal error ComputeError: ... expanded paths were empty'."""
+    log, _ = _logs(tmp_path)
+    (tmp_path / "root" / "run").mkdir(parents=True)
+    shutil.copy(log, tmp_path / "root" / "run" / log.name)
+    dataset = tmp_path / "out::[2]?*#x"
+    assert _index(str(tmp_path / "root"), "--out", str(dataset))["analysed"] == 1
+    result = CliRunner().invoke(main, ["fleet", str(dataset), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["runs"] == 1
+
+
 def test_a_local_path_is_never_a_url_and_a_url_stays_one(tmp_path: Path) -> None:
     assert locate(str(tmp_path / "a::b" / "x.log")).path == str(tmp_path / "a::b" / "x.log")
     assert locate("a/../a/./b//").path == os.path.join(os.getcwd(), "a", "b")
