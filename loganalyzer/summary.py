@@ -14,6 +14,7 @@ from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
 from loganalyzer.analysis.invariants import INVARIANTS, check
+from loganalyzer.analysis.outcome import ENDING_SEVERITY, Outcome, decide, progress_of
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
@@ -30,11 +31,12 @@ from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.clocks import clock_notes
+from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
 from loganalyzer.secrets import mask_secrets
 
-SCHEMA = "loganalyzer.summary/1.1"
+SCHEMA = "loganalyzer.summary/1.2"
 # Below this many steady records, the steady figures are marked low-confidence.
 MIN_STEADY_RECORDS = 10
 
@@ -89,6 +91,11 @@ def build_summary(
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     tokens_per_s = tokens / median if tokens and median else None
     why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
+    outcome = decide(
+        run.endings,
+        progress_of(run.table, run.get_int("train_iters"), median),
+        [source.path for source in run.sources],
+    )
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
@@ -111,6 +118,7 @@ def build_summary(
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,
+        "outcome": _outcome(outcome, facts.num_gpus),
         "sources": [
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
@@ -157,12 +165,39 @@ def build_summary(
         "time": _time(analysis),
         **why.objects,
         "invariants": invariants,
-        "verdicts": _by_severity([dataclasses.asdict(v) for v in verdicts] + why.verdicts),
+        "verdicts": _by_severity(
+            [ending_verdict(outcome, facts.num_gpus)]
+            + [dataclasses.asdict(v) for v in verdicts]
+            + why.verdicts
+        ),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
     attach_causes(document, why)
     safe: dict[str, Any] = mask_secrets(_finite(document))
     return safe
+
+
+def _outcome(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+    """The `outcome` object: the dataclass, its message cut and its GPU-hours held while
+    hung (null unless both the hang and the GPU count are known)."""
+    document = dataclasses.asdict(outcome)
+    document["hang_gpu_hours"] = (
+        outcome.hang_s * num_gpus / 3600
+        if outcome.status == "hung" and outcome.hang_s is not None and num_gpus
+        else None
+    )
+    return document
+
+
+def ending_verdict(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+    """The verdict on the ending: critical for a crash or a hang, a warning for a kill or
+    an ending the log does not say, info for a completed or cleanly stopped run."""
+    severity = ENDING_SEVERITY[outcome.status]
+    return {
+        "severity": severity,
+        "code": f"ENDING_{outcome.status.upper()}",
+        "message": ending_sentence(_outcome(outcome, num_gpus)),
+    }
 
 
 def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -151,7 +151,8 @@ def _analyse(
     except Exception as exc:  # one run's bug must not stop the fleet; it is recorded
         message = f"internal error {type(exc).__name__}: {exc}"
         return _failed(task, run_id, _with_urls(message, paths, spec), sources, began)
-    return Outcome(_entry(task, run_id, "ok", None, sources, began, report is not None), row)
+    entry = _entry(task, run_id, row["status"], row["error"], sources, began, report is not None)
+    return Outcome(entry, row)
 
 
 def _failed(

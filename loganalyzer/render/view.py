@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from loganalyzer.analysis.outcome import ENDING_SEVERITY
 from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
 from loganalyzer.render.clocks import pace_legend, pace_note
+from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -25,6 +27,7 @@ from loganalyzer.render.viewmodel import (
     Chart,
     ChartFacts,
     ConfigRow,
+    Ending,
     Figure,
     Identity,
     Marker,
@@ -55,6 +58,7 @@ _VERDICT_TARGETS = (
     ("RESTARTS", "restarts"),
     ("STALLS", "restarts"),
     ("STRAGGLER", "chart-ranks"),
+    ("ENDING_", "ending"),
     ("", "slow-steps"),
 )
 
@@ -101,6 +105,24 @@ def build_view(
         config=_config(run),
         formula=str(_get(doc, "flops", "derivation") or ""),
         warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+        ending=ending_view(doc),
+    )
+
+
+def ending_view(doc: Mapping[str, Any]) -> Ending | None:
+    """The ending as the report opens with it (None for a document without `outcome`)."""
+    outcome = doc.get("outcome")
+    if not isinstance(outcome, Mapping):
+        return None
+    status = str(outcome.get("status"))
+    return Ending(
+        status=status,
+        severity=ENDING_SEVERITY.get(status, "info"),
+        sentence=ending_sentence(outcome),
+        evidence=tuple(
+            Row((str(e["role"]), f"{e['file']}:{e['line']:,}", str(e["text"])))
+            for e in outcome.get("evidence") or ()
+        ),
     )
 
 

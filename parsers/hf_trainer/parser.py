@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from loganalyzer.endings import read_endings
 from loganalyzer.errors import NothingReadError
 from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
@@ -191,7 +192,9 @@ def _from_stdout(path: Path) -> Run:
     add_derived(config, source)
     saves = save_events(found["saves"].unique("step", keep="first", maintain_order=True), source)
     resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
-    return _finish(config, train, long, times, used, source, warnings, saves, resolution)
+    run = _finish(config, train, long, times, used, source, warnings, saves, resolution)
+    run.endings = read_endings([found["endings"]], source)
+    return run
 
 
 def _unreadable_bars(lines: pl.DataFrame, source: str) -> list[str]:
