@@ -78,7 +78,7 @@ _CUDA = re.compile(
 class Evidence:
     """A line of the log that the outcome rests on, and what it is to the outcome."""
 
-    role: str  # decides | traceback | launcher
+    role: str  # decides | traceback | launcher | last_record (an unknown ending's)
     file: str
     line: int
     text: str | None  # None for an iteration record (the table holds no line text)
@@ -182,7 +182,11 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
         return _outcome("stopped", how, stop, tail, progress)
     if done is not None or reached:
         # the framework's own end is its loop reaching its total
-        return _outcome("completed", "train_iters_reached", done, tail, progress)
+        outcome = _outcome("completed", "train_iters_reached", done, tail, progress)
+        if done is None and progress.last_record is not None:
+            file, line = progress.last_record
+            outcome = _replace(outcome, evidence=[Evidence("last_record", file, line, None)])
+        return outcome
     launcher = _launcher_first(tail, files)
     if launcher is not None:
         return _launcher_ending(launcher, tail, progress)
@@ -216,7 +220,7 @@ def _unknown(tail: list[EndingFact], progress: Progress) -> Outcome:
     outcome = _outcome("unknown", None, None, tail, progress)
     if progress.last_record is not None:
         file, line = progress.last_record
-        outcome = _replace(outcome, evidence=[Evidence("decides", file, line, None)])
+        outcome = _replace(outcome, evidence=[Evidence("last_record", file, line, None)])
     return outcome
 
 
@@ -351,7 +355,11 @@ def _killed(scheduler: EndingFact, tail: list[EndingFact], progress: Progress) -
         outcome = _replace(outcome, host=named[0].host if named else None)
     if outcome.hang_s is None and scheduler.at is not None and progress.at is None:
         ended = scheduler.at
-        times = [f.at for f in tail if f.at is not None and f.at <= ended]
+        times = [
+            f.at
+            for f in tail
+            if f.at is not None and f.at <= ended and f.kind not in ("scheduler", "node_failed")
+        ]
         if times:
             # the first line printed after the last progress: the hang lasted at least since
             hang = (ended - min(times)).total_seconds()

@@ -52,10 +52,11 @@ def ending_sentence(outcome: Mapping[str, Any]) -> str:
         idle = f", {duration(hang)} after its last progress" if hang is not None else ""
         return f"Killed {where} by {_cause(outcome)}{_on(outcome)}{idle}{line}"
     if status == "stopped":
-        return f"Stopped cleanly {where} ({REASON.get(reason or '', reason)}){line}"
+        return f"Stopped cleanly {where} ({REASON.get(reason or '', reason)}{_at_line(outcome)})"
     if status == "completed":
-        how = f" ({REASON[reason]})" if reason in REASON else ""
-        return f"Completed {where}{how}{line}"
+        evidence = outcome.get("evidence") or [{}]
+        how = "the framework's end" if evidence[0].get("role") == "decides" else "its total"
+        return f"Completed {where} ({how}{_at_line(outcome)})"
     return f"Ending unknown: the log stops {where} with no line saying how the run ended"
 
 
@@ -117,13 +118,29 @@ def _others(outcome: Mapping[str, Any]) -> str:
     return f" ({plural(len(others), 'other rank')} failed after it)" if others else ""
 
 
+def _at_line(outcome: Mapping[str, Any]) -> str:
+    evidence = outcome.get("evidence") or []
+    return f", line {evidence[0]['line']:,}" if evidence else ""
+
+
 def _line(outcome: Mapping[str, Any]) -> str:
     evidence = outcome.get("evidence") or []
     return f" (line {evidence[0]['line']:,})" if evidence else ""
 
 
+# What an evidence line without its text is (the table holds no line text).
+NO_TEXT = {"last_record": "the last iteration record"}
+
+
+def evidence_text(item: Mapping[str, Any]) -> str:
+    """An evidence line's text, or what the line is where the document has no text."""
+    text = item.get("text")
+    return str(text) if text is not None else NO_TEXT.get(str(item.get("role")), "")
+
+
 def evidence_lines(outcome: Mapping[str, Any]) -> list[str]:
     """The lines the outcome rests on: `file:line: text`, the deciding one first."""
     return [
-        f"{item['file']}:{item['line']}: {item['text']}" for item in outcome.get("evidence") or []
+        f"{item['file']}:{item['line']}: {evidence_text(item)}"
+        for item in outcome.get("evidence") or []
     ]

@@ -19,7 +19,7 @@ from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
 from loganalyzer.render.clocks import pace_legend, pace_note
-from loganalyzer.render.ending import ending_sentence
+from loganalyzer.render.ending import ending_sentence, evidence_text
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -120,7 +120,7 @@ def ending_view(doc: Mapping[str, Any]) -> Ending | None:
         severity=ENDING_SEVERITY.get(status, "info"),
         sentence=ending_sentence(outcome),
         evidence=tuple(
-            Row((str(e["role"]), f"{e['file']}:{e['line']:,}", str(e["text"])))
+            Row((str(e["role"]).replace("_", " "), f"{e['file']}:{e['line']:,}", evidence_text(e)))
             for e in outcome.get("evidence") or ()
         ),
     )
