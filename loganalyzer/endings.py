@@ -50,6 +50,8 @@ LITERALS = (
     "SystemExit",
     "out of memory",
     "Watchdog caught",
+    "detected by watchdog",
+    "watchdog got stuck",
     "collective operation timeout",
     "NCCL error",
     "NCCL communicator",
@@ -117,7 +119,7 @@ _ANSI = re.compile(ANSI)
 # A launcher label torchrun prints before a glog header: `[rank5]:[E602 11:17:52.18 ...]`.
 _GLOG = re.compile(r"^\[?[EWIF](?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)?\s*\d*\s*[\w.]+:\d+\]\s*")
 _EXCEPTION = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
+    r"^\.?(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))"
     r"(?::\s*(?P<message>.*))?$"
 )
 _WORK = re.compile(
@@ -133,7 +135,10 @@ _DEVICE_ASSERT = re.compile(r"\.cu:\d+: .*Assertion `.*` failed")
 _POD_EXIT = re.compile(r"pod (?P<pod>[\w.-]+) container \S+ exitCode: (?P<code>-?\d+)")
 _NCCL = re.compile(
     r"Watchdog caught|collective operation timeout|NCCL (?:error|communicator)|nccl\w+Error"
+    r"|detected by watchdog|watchdog got stuck"
 )
+# torch 2.5's `failure detected by watchdog at work sequence id: 120049`
+_WORK_SEQUENCE = re.compile(r"work sequence id: (\d+)")
 _NAN = re.compile(r"found (?:NaN|Inf)|NaN or Inf|Unexpected result nan")
 _CUDA = re.compile(
     r"CUDA error|illegal memory access|\bXid\b|ECC error|device-side assert", re.IGNORECASE
@@ -163,10 +168,14 @@ _STOP = re.compile(
     r"exiting program (?:after (?P<minutes>[\d.]+) minutes|at iteration (?P<iteration>\d+)"
     r"|after receiving (?P<signal>SIG\w+))"
 )
-_DONE = re.compile(
-    r"\[after training is done\]|TrainOutput\(|'train_runtime'|Training completed"
-    r"|\*\*\*\*\* train metrics \*\*\*\*\*"
-    r"|exits successfully"
+# The framework's own end, the plainest statement first (`detail["said"]`): a sentence that
+# training ended, the script's metrics block, the final metrics themselves, a launcher's
+# report that its process exited well.
+_DONE = (
+    re.compile(r"\[after training is done\]|Training completed"),
+    re.compile(r"\*\*\*\*\* train metrics \*\*\*\*\*"),
+    re.compile(r"TrainOutput\(|'train_runtime'"),
+    re.compile(r"exits successfully"),
 )
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T_](\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 # glog's month, day and time (no year): comparable within one log.
@@ -291,8 +300,9 @@ def read_line(text: str, source: str, line: int) -> EndingFact | None:
         return fact(
             "stop", how=how, iteration=_int(stop.group("iteration")), signal=stop.group("signal")
         )
-    if _DONE.search(body):
-        return fact("done")
+    said = next((n for n, done in enumerate(_DONE) if done.search(body)), None)
+    if said is not None:
+        return fact("done", said=said)
     if (pod := _POD_EXIT.search(body)) is not None:
         return fact("exit", code=_int(pod.group("code")), host=pod.group("pod"))
     if (exited := _EXIT.search(body)) is not None:
@@ -399,7 +409,8 @@ def _rank_in(text: str) -> int | None:
 def _collective(text: str) -> dict[str, str | int | None]:
     found = _WORK.search(text)
     if found is None:
-        return {}
+        sequence = _WORK_SEQUENCE.search(text)
+        return {"seq": int(sequence.group(1))} if sequence else {}
     return {
         "op": found.group("op"),
         "seq": _int(found.group("seq")),

@@ -67,7 +67,10 @@ SCHEDULER_REASONS = {
 }
 _NAN = re.compile(r"found (?:NaN|Inf)|NaN or Inf|Unexpected result nan|\bis NaN\b")
 _OOM = re.compile(r"out of memory|OutOfMemory|oom[_-]kill", re.IGNORECASE)
-_NCCL_TIMEOUT = re.compile(r"Watchdog caught|collective operation timeout|Timeout\(ms\)")
+_NCCL_TIMEOUT = re.compile(
+    r"Watchdog caught|collective operation timeout|Timeout\(ms\)|detected by watchdog"
+    r"|watchdog got stuck"
+)
 _CUDA = re.compile(
     r"CUDA error|illegal memory access|\bXid\b|ECC error|device-side assert|Cuda failure",
     re.IGNORECASE,
@@ -160,9 +163,7 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     scheduler = _first([f for f in tail if f.kind == "scheduler"], files) or _first(
         [f for f in tail if f.kind == "node_failed"], files
     )
-    # the framework's last word on its end (HF: `Training completed`, its final metrics,
-    # then the script's `***** train metrics *****`)
-    done = _last([f for f in tail if f.kind == "done"], files)
+    done = _plainest([f for f in tail if f.kind == "done"], files)
     stop = _first([f for f in tail if f.kind == "stop"], files)
     reached = (
         progress.last_iteration is not None
@@ -273,12 +274,15 @@ def _first(facts: list[EndingFact], files: Sequence[str]) -> EndingFact | None:
     return candidates[0]
 
 
-def _last(facts: list[EndingFact], files: Sequence[str]) -> EndingFact | None:
-    """The last fact of the file `_first` would choose."""
+def _plainest(facts: list[EndingFact], files: Sequence[str]) -> EndingFact | None:
+    """Of the framework's end lines in the file `_first` would choose, the plainest
+    statement (`endings`: a sentence, then a metrics block, the metrics, a launcher's
+    report), the first of its kind."""
     first = _first(facts, files)
     if first is None:
         return None
-    return max((f for f in facts if f.source == first.source), key=lambda f: f.line)
+    same = [f for f in facts if f.source == first.source]
+    return min(same, key=lambda f: (int(f.detail.get("said", 0)), f.line))
 
 
 def _before(earlier: EndingFact | None, later: EndingFact) -> bool:
@@ -333,7 +337,7 @@ def _exception_of(failure: EndingFact, failures: list[EndingFact]) -> str | None
 
 def _collective(failure: EndingFact, failures: list[EndingFact]) -> dict[str, int | str] | None:
     for fact in (failure, *failures):
-        if "op" in fact.detail:
+        if "seq" in fact.detail:
             return {
                 key: fact.detail[key]
                 for key in ("op", "seq", "timeout_ms", "ran_ms")

@@ -24,7 +24,8 @@ ENDING_MARKERS = re.compile(
     r"|exits with return code|srun: error|exited with exit code|failed \(exitcode: "
     r"|found NaN in local grad norm|Unexpected result nan|CUDA out of memory"
     r"|CUDA error: |\[after training is done\]|exiting program (?:after|at iteration)"
-    r"|terminate called after throwing|exitCode: [1-9-]"
+    r"|terminate called after throwing|exitCode: [1-9-]|detected by watchdog"
+    r"|watchdog got stuck"
 )
 
 
