@@ -1,7 +1,37 @@
-"""The `summary --json` document (schema loganalyzer.summary/1.1), built from a loaded run.
+"""The `summary --json` document (schema loganalyzer.summary/1.2), built from a loaded run.
 
 This is the one place that decides what the summary says; the terminal renderer and the
 JSON output both read the document it builds, so the two can never disagree.
+
+1.2 adds `outcome`, how the run ended (`loganalyzer.analysis.outcome`), first in the
+document and in every output:
+  status          completed | stopped | crashed | hung | killed | unknown
+  reason          oom | nccl_timeout | nan | cuda_error | exception | signal | time_limit |
+                  preempted | node_failure | cancelled | exit_duration | exit_interval |
+                  exit_signal | train_iters_reached | null
+  exception       the exception's class name (no module path), or null
+  message         the deciding line as printed (launcher labels taken off), at most 300
+                  characters, masked like every log text
+  rank, host      the first failing rank and its host where the text names them (a
+                  `[rankN]:` label, torchrun's root cause, `[Rank N]`, srun's task and node);
+                  never slurm's batch host
+  collective      an NCCL timeout's {op, seq, timeout_ms, ran_ms} as printed, or null
+  last_iteration  the last iteration record's number (null: none), train_iters its total
+  at              the ending event's time (ISO 8601, UTC; a time printed without a zone is
+                  read as UTC), or null
+  hang_s          seconds from the last progress to the ending (or, for a log that stops,
+                  over the lines printed after it), where both have times; hang_bound says
+                  "exact" (from the last record's time) or "at_least" (from the first line
+                  printed after it); hang_gpu_hours = hang_s x GPUs of a hung run
+  evidence        [{role, file, line, text}]: the deciding line first ("decides", or
+                  "last_record" for an ending read from the records alone, text null), the
+                  first traceback line ("traceback"), torchrun's root cause ("launcher");
+                  a W&B run's `line` is its record's number
+  other_ranks     the other ranks whose failures were read; failure_lines how many lines
+A run with no iteration record is summarised (exit 0) with its outcome and null figures;
+`--fail-on-crash` exits 4 unless the status is completed or stopped. The verdicts begin
+with one on the ending (ENDING_<STATUS>: critical for crashed and hung, warning for killed
+and unknown, info otherwise).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from loganalyzer.analysis.outcome import Progress, decide
 from loganalyzer.cli import main
 from loganalyzer.endings import read_line
 from loganalyzer.model import EndingFact, Endings
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_golden
 
 ENDINGS = ROOT / "fixtures" / "endings"
 TRUTHS = sorted(ENDINGS.glob("*/*.json"))
@@ -92,6 +92,21 @@ def test_corpus_ending_is_read_as_its_truth(truth: Path) -> None:
 def test_the_corpus_is_here() -> None:
     assert len(TRUTHS) >= 40
     assert set(NOT_YET) <= {_slug(t) for t in TRUTHS}
+
+
+LAUNCHER_FIXTURES = sorted((ROOT / "fixtures" / "launcher").glob("*.log"))
+
+
+@pytest.mark.parametrize("path", LAUNCHER_FIXTURES, ids=[p.name for p in LAUNCHER_FIXTURES])
+def test_launcher_fixture_summary_matches_golden(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        main, ["summary", str(path.relative_to(ROOT)), "--json", "-q", "--format", "launcher"]
+    )
+    assert result.exit_code == 0, result.output
+    assert_golden(f"launcher/{path.stem}.json", result.stdout)
 
 
 # --- each kind of line, as the frameworks print it ------------------------------------------

@@ -245,8 +245,8 @@ def _is_failure(fact: EndingFact) -> bool:
 
 
 def _is_launcher_failure(fact: EndingFact) -> bool:
-    if fact.kind == "exit":
-        return fact.detail.get("code") not in (None, 0)
+    if fact.kind == "exit":  # a non-zero code, or W&B's crashed or failed state
+        return fact.detail.get("code") not in (None, 0) or "state" in fact.detail
     return fact.kind in ("signal", "elastic_root") or (
         fact.kind == "exception" and fact.detail.get("exception") in LAUNCHER_EXCEPTIONS
     )
