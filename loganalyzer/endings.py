@@ -8,7 +8,9 @@ states; which line decides the run's outcome is the analysis's business
 
 Kinds:
   traceback      `Traceback (most recent call last):`
-  exception      `torch.OutOfMemoryError: CUDA out of memory...` (detail: exception class)
+  exception      `torch.OutOfMemoryError: CUDA out of memory...` (detail: exception class);
+                 a C++ abort (`terminate called after throwing an instance of
+                 'c10::CUDAError'`) told at its `what():` line
   nccl           an NCCL watchdog or communicator error line (detail: op, seq, timeout_ms,
                  ran_ms when printed)
   nan            Megatron's `found NaN in local grad norm` and other NaN/Inf checks
@@ -16,17 +18,21 @@ Kinds:
   oom            an out-of-memory line outside an exception (slurm's oom_kill event)
   elastic_root   torchrun's `Root Cause (first observed failure):` with the block's fields
   exit           a process's exit status (torchrun `failed (exitcode: N)`, DeepSpeed's
-                 launcher `exits with return code = N`, pdsh, srun `Exited with exit code N`)
+                 launcher `exits with return code = N`, pdsh, srun `Exited with exit code N`,
+                 the Kubernetes training operator's `pod P container C exitCode: N`)
   signal         a signal received (`Received Signals.SIGTERM death signal`, `Signal 6
                  (SIGABRT) received`, `Main process received SIGTERM`, `Killed`)
   scheduler      slurm's `*** JOB|STEP N ON host CANCELLED AT t [DUE TO reason] ***`
-                 (detail: scope, reason), `srun: error: Node failure on host`
+                 (detail: scope, reason; the host there is the batch host, not `host`)
+  node_failed    srun's `srun: error: Node failure on host`: the node that failed
   done           the framework's own end: Megatron's `[after training is done]`, HF's
                  `TrainOutput(...)`, its final `train_runtime` metrics, `Training completed`,
                  DeepSpeed's launcher `exits successfully`
   stop           Megatron's clean exits (detail: how = exit_duration | exit_interval |
                  exit_signal): `exiting program after N minutes`, `... at iteration N`,
                  `... after receiving SIGTERM`
+  clock          any other line that prints a full date and time, among each chunk's last
+                 lines: how long a log went on after its last progress
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ Among them, in this order:
 - the framework's own end, or the last iteration at the iteration total: `completed`;
 - a launcher's report alone (a non-zero exit, a signal, torchrun's root cause): `crashed`
   (an abort: SIGABRT, SIGSEGV...) or `killed` (SIGTERM, SIGKILL, SIGINT: from outside);
-- else `unknown`: the log just stops.
+- else `unknown`: the log just stops; `hung` (reason null) when the lines it printed after
+  its last progress (a monitor's, a logger's) span far longer than the pace.
 """
 
 from __future__ import annotations
