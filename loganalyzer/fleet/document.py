@@ -26,6 +26,7 @@ import polars as pl
 
 from loganalyzer.analysis.goodput import LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.model import UTC_MICROS, Run
+from loganalyzer.render.ending import ending_sentence
 from loganalyzer.secrets import mask_config
 
 
@@ -39,6 +40,9 @@ def _slug(line: str) -> str:
 LOST_LINES = {_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
 LOST_CAUSES = tuple(LOST_LINES)
 SEVERITIES = ("critical", "warning", "info")
+# The status of a run that was read but logged no iteration (it died before its first):
+# analysed, yet not a success; its `error` says how it ended.
+NO_ITERATIONS = "no_iterations"
 
 # One row per run in runs.parquet, the table `fleet` reads.
 RUNS_SCHEMA: Mapping[str, pl.DataType] = {
@@ -105,11 +109,13 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
     wall, productive, unlogged, lost = budget_seconds(document)
     mfu = document["flops"]["mfu"]
     stamps = run.table.get_column("timestamp").drop_nulls()
+    logged = document["iterations"]["logged"]
     row: dict[str, Any] = {
         "run_id": run_id,
         "key": key,
-        "status": "ok",
-        "error": None,
+        # a run with no iteration record is a run that failed, its error how it ended
+        "status": "ok" if logged else NO_ITERATIONS,
+        "error": None if logged else _ending(document),
         "framework": facts["framework"],
         "model": _model(facts["model"], facts["seq_length"]),
         "params": facts["model"].get("params"),
@@ -147,6 +153,13 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
             1 for v in document["verdicts"] if v["severity"] == severity
         )
     return row
+
+
+def _ending(document: Mapping[str, Any]) -> str:
+    outcome = document.get("outcome")
+    if not outcome:
+        return "no iteration records"
+    return f"no iteration records: {ending_sentence(outcome)}"
 
 
 def failed_row(run_id: str, key: str, error: str) -> dict[str, Any]:

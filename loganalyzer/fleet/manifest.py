@@ -161,10 +161,10 @@ def decide(
         return Decision(spec, "older key", [])
     if any(e["settings"] != settings for e in entries):
         return Decision(spec, "other options", [])
-    if reports and any(e["status"] == "ok" and not e.get("report") for e in entries):
+    if reports and any(e["status"] != "error" and not e.get("report") for e in entries):
         return Decision(spec, "report asked for", [])
     if spec.uri is not None:
-        failed = any(e["status"] != "ok" for e in entries)
+        failed = any(e["status"] == "error" for e in entries)
         return Decision(spec, "failed before" if failed else None, [dict(e) for e in entries])
     before = {s["url"]: s for e in entries for s in e["sources"]}
     if set(before) != {f.url for f in spec.files}:

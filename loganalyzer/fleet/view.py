@@ -283,7 +283,7 @@ def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]
 
 def _status(row: Mapping[str, Any]) -> str:
     if row["status"] != "ok":
-        return "error"
+        return "error" if row["status"] == "error" else str(row["status"]).replace("_", " ")
     if row.get("regression"):
         return f"regression (+{percent(row['slowdown'])})"
     return "ok"

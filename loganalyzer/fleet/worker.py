@@ -156,7 +156,7 @@ def _analyse(
         row = run_row(name, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
         shown_as = _shown_sources(paths, spec)
-        entry = _entry(task, name, "ok", None, sources, began, report is not None)
+        entry = _entry(task, name, row["status"], row["error"], sources, began, report is not None)
         record = record_bytes(entry, row, runs_in_folder)
         dataset = locate(task.dataset)
         _write_run(dataset, key, name, loaded.run, document, report, shown_as, record)
