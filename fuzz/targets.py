@@ -70,14 +70,20 @@ def discover(registry: Registry | None = None) -> dict[str, Target]:
     )
     targets = {}
     for name, loaded in sorted(registry.parsers.items()):
-        seeds = [p for p in fixtures if _claims(loaded.parser.detect, p)]
+        seeds = [p for p in fixtures if _claims(loaded.parser.detect, p)] or [
+            # a fallback parser claims with a low score by design: its own fixtures seed it
+            p
+            for p in fixtures
+            if p.relative_to(FIXTURES).parts[0] == name and _claims(loaded.parser.detect, p, 0.0)
+        ]
         file_name = seeds[0].name if seeds else DEFAULT_NAME
         targets[name] = Target(name, seeds, file_name)
     return targets
 
 
-def _claims(detect: Callable[[Path], float], path: Path) -> bool:
+def _claims(detect: Callable[[Path], float], path: Path, above: float = 0.5) -> bool:
     try:
-        return detect(path) >= 0.5
+        score = detect(path)
+        return score >= above if above else score > 0
     except Exception:  # a detector that raises claims nothing; the fuzzer will find it
         return False

@@ -92,7 +92,9 @@ def main(ctx: click.Context, debug: bool) -> None:
 
     \b
     Exit codes: 0 success; 1 an input could not be read or held nothing usable;
-    2 usage error; 3 no parser recognises a source (or two claim it); 4 a gate failed.
+    2 usage error; 3 no parser recognises a source (or two claim it); 4 a gate failed
+    (--fail-under-mfu, --fail-on-crash). A run that died before its first iteration is
+    still summarised (exit 0): its outcome says how it ended, its figures are null.
     """
     return_freed_memory_promptly()  # before any command loads polars
     ctx.ensure_object(dict)
@@ -122,6 +124,12 @@ main.add_command(fleet_command)
     type=click.FloatRange(min=0, max=1),
     help="Exit 4 when the steady-state MFU is below this fraction (or unknown).",
 )
+@click.option(
+    "--fail-on-crash",
+    is_flag=True,
+    help="Exit 4 when the run did not complete or stop cleanly (crashed, hung, killed, "
+    "or its ending unknown).",
+)
 @split_runs_option("report each on its own (--json gives a list)")
 @run_option
 @quiet_option
@@ -136,6 +144,7 @@ def summary(
     warmup: int | None,
     slow_factor: float,
     fail_under_mfu: float | None,
+    fail_on_crash: bool,
     split_runs: bool,
     run_number: int | None,
     quiet: bool,
@@ -164,6 +173,7 @@ def summary(
       loganalyzer summary logs/ --gpu h100-sxm --markdown >> postmortem.md
       loganalyzer summary run.log --format megatron --gpu "NVIDIA A100-SXM4-80GB"
       loganalyzer summary logs/ --gpu h100-sxm --fail-under-mfu 0.35
+      loganalyzer summary slurm-1234.out --fail-on-crash
       loganalyzer summary benchmarks/ --split-runs --gpu v100-sxm2
       loganalyzer summary runs/tb/ wandb/offline-run-20260101_120000-abc123/
       loganalyzer summary wandb:my-team/llm/3x7k2p9q --refresh
@@ -212,9 +222,26 @@ def summary(
                 for heading, doc in zip(headings, documents, strict=True)
             )
         )
+    if fail_on_crash:
+        for number, document in enumerate(documents, 1):
+            gate_ending(document, f"run {number}: " if split_runs else "")
     if fail_under_mfu is not None:
         for number, document in enumerate(documents, 1):
             gate_mfu(document, fail_under_mfu, f"run {number}: " if split_runs else "")
+
+
+# The endings a --fail-on-crash gate lets through: what the run was asked to do.
+CLEAN_ENDINGS = ("completed", "stopped")
+
+
+def gate_ending(document: dict[str, Any], which: str = "") -> None:
+    """--fail-on-crash: exit 4 unless the run completed or stopped cleanly; `which` names
+    the run where there are several."""
+    from loganalyzer.render.ending import ending_sentence
+
+    outcome = document.get("outcome") or {"status": "unknown"}
+    if outcome["status"] not in CLEAN_ENDINGS:
+        raise GateFailedError(f"{which}{ending_sentence(outcome)}")
 
 
 def gate_mfu(document: dict[str, Any], fail_under: float, which: str = "") -> None:

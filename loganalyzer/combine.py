@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from loganalyzer.model import ConfigValue, Run
+from loganalyzer.model import ConfigValue, Endings, Run
 from loganalyzer.spill import concat
 
 # Where a view's step times came from (its `step_time_source` config value), best first:
@@ -173,4 +173,5 @@ def _combined(views: list[Run]) -> Run:
         metrics=metrics,
         sources=[source for view in ordered for source in view.sources],
         warnings=warnings,
+        endings=sum((view.endings for view in ordered), Endings()),
     )

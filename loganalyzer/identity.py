@@ -18,6 +18,7 @@ run's last iteration.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +26,7 @@ from datetime import datetime
 import polars as pl
 
 from loganalyzer.merge import order_key
-from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Run
+from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Endings, Run
 from loganalyzer.render.numbers import iterations, plural
 
 # The facts that make two parts the same run: the model's shape, the world size, the
@@ -117,6 +118,14 @@ def _lines(
     table = run.table.filter(within)
     table = table.with_columns(segment=(pl.col("segment").rank("dense") - 1).cast(pl.Int32))
     sources = [dataclasses.replace(s, records=table.height) for s in run.sources]
+    held = tuple(
+        fact
+        for fact in run.endings.facts
+        if (low is None or fact.line >= low) and (high is None or fact.line < high)
+    )
+    # the last part, where the file's ending is, keeps the file's counts (lines not held
+    # cannot be placed); the others count what they hold
+    counts = dict(run.endings.counts) if high is None else dict(Counter(f.kind for f in held))
     return Run(
         framework=run.framework,
         config=config,
@@ -124,6 +133,7 @@ def _lines(
         metrics=run.metrics.filter(within),
         sources=sources,
         warnings=[*run.warnings, *warnings],
+        endings=Endings(held, counts),
     )
 
 

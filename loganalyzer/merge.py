@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run, single_values
+from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Endings, Run, single_values
 from loganalyzer.spill import budget_bytes, concat
 
 # A record is the same record when all of these agree (copies printed by several ranks).
@@ -89,6 +89,7 @@ def merge_runs(runs: Sequence[Run]) -> Run:
         metrics=concat([run.metrics for run in ordered]),
         sources=[source for run in ordered for source in run.sources],
         warnings=warnings,
+        endings=sum((run.endings for run in ordered), Endings()),
     )
 
 

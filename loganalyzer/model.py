@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 import polars as pl
@@ -131,6 +132,40 @@ class SourceInfo:
     clock_resolution_s: float | None = None
 
 
+@dataclass(frozen=True)
+class EndingFact:
+    """A line that says something about how a run ended, as printed: a traceback, an
+    exception, an NCCL watchdog, a launcher's or scheduler's report, a framework's own end
+    or stop. `kind` names the line's shape (see `loganalyzer.endings`), not the outcome,
+    which the analysis decides from all of them."""
+
+    source: str
+    line: int
+    kind: str
+    text: str  # the line without colour codes, at most `endings.TEXT_LIMIT` characters
+    rank: int | None = None  # the global rank the line (or its launcher label) names
+    host: str | None = None
+    at: datetime | None = None  # the time the line prints, UTC (no zone printed: read as UTC)
+    # what else the line states: exception class, signal, exit code, NCCL op/seq/timeout,
+    # the slurm reason, the minutes or iteration of a stop, torchrun's root-cause fields
+    detail: Mapping[str, str | int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Endings:
+    """The ending facts a run's text holds: the first and last few of each kind per file
+    (every rank prints the same lines), and how many of each kind there were in all."""
+
+    facts: tuple[EndingFact, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: Endings) -> Endings:
+        counts = dict(self.counts)
+        for kind, count in other.counts.items():
+            counts[kind] = counts.get(kind, 0) + count
+        return Endings((*self.facts, *other.facts), counts)
+
+
 @dataclass
 class Run:
     """Everything a run left behind, extracted but not interpreted.
@@ -148,6 +183,8 @@ class Run:
     # Facts a later launch in the same source stated otherwise than `config`, by the segment
     # its records start: `loganalyzer.identity` tells from them whether it is the same run.
     segment_config: dict[int, dict[str, ConfigValue]] = field(default_factory=dict)
+    # What the text says about how the run ended (`loganalyzer.endings`), for the analysis.
+    endings: Endings = field(default_factory=Endings)
 
     def get(self, name: str) -> object | None:
         """The config value `name`, or None when the run does not say."""

@@ -25,6 +25,9 @@ The entry point may name a class (instantiated without arguments) or an instance
     assumed in ``Run.warnings``. Raise ``loganalyzer.errors.NothingReadError`` (an InputError)
     when the file holds none of the format's records: a file chosen by detection then goes on
     to the next parser that claims it, so a head that looked like this format costs nothing.
+    A text parser also fills ``Run.endings`` with what the text says about how the run ended
+    (tracebacks, launcher and scheduler lines): ``loganalyzer.endings.candidates`` of each
+    chunk of lines it reads, then ``loganalyzer.endings.read_endings`` of them.
 ``schemes`` (optional)
     URI schemes of sources that are not paths and that this parser may read, e.g.
     ``("wandb", "https")`` for ``wandb:ENTITY/PROJECT/RUN_ID`` and W&B run URLs (an MLflow or

@@ -161,7 +161,7 @@ class SpillingTable:
         if not self._files:
             return pl.concat(self._held, rechunk=False) if self._held else empty
         self._write_held()
-        return pl.scan_parquet(self._files)
+        return pl.scan_parquet(self._files, glob=False)  # TMPDIR may hold `[` or `?`
 
     def _write_held(self) -> None:
         if not self._held:

@@ -1,7 +1,37 @@
-"""The `summary --json` document (schema loganalyzer.summary/1.1), built from a loaded run.
+"""The `summary --json` document (schema loganalyzer.summary/1.2), built from a loaded run.
 
 This is the one place that decides what the summary says; the terminal renderer and the
 JSON output both read the document it builds, so the two can never disagree.
+
+1.2 adds `outcome`, how the run ended (`loganalyzer.analysis.outcome`), first in the
+document and in every output:
+  status          completed | stopped | crashed | hung | killed | unknown
+  reason          oom | nccl_timeout | nan | cuda_error | exception | signal | time_limit |
+                  preempted | node_failure | cancelled | exit_duration | exit_interval |
+                  exit_signal | train_iters_reached | null
+  exception       the exception's class name (no module path), or null
+  message         the deciding line as printed (launcher labels taken off), at most 300
+                  characters, masked like every log text
+  rank, host      the first failing rank and its host where the text names them (a
+                  `[rankN]:` label, torchrun's root cause, `[Rank N]`, srun's task and node);
+                  never slurm's batch host
+  collective      an NCCL timeout's {op, seq, timeout_ms, ran_ms} as printed, or null
+  last_iteration  the last iteration record's number (null: none), train_iters its total
+  at              the ending event's time (ISO 8601, UTC; a time printed without a zone is
+                  read as UTC), or null
+  hang_s          seconds from the last progress to the ending (or, for a log that stops,
+                  over the lines printed after it), where both have times; hang_bound says
+                  "exact" (from the last record's time) or "at_least" (from the first line
+                  printed after it); hang_gpu_hours = hang_s x GPUs of a hung run
+  evidence        [{role, file, line, text}]: the deciding line first ("decides", or
+                  "last_record" for an ending read from the records alone, text null), the
+                  first traceback line ("traceback"), torchrun's root cause ("launcher");
+                  a W&B run's `line` is its record's number
+  other_ranks     the other ranks whose failures were read; failure_lines how many lines
+A run with no iteration record is summarised (exit 0) with its outcome and null figures;
+`--fail-on-crash` exits 4 unless the status is completed or stopped. The verdicts begin
+with one on the ending (ENDING_<STATUS>: critical for crashed and hung, warning for killed
+and unknown, info otherwise).
 """
 
 from __future__ import annotations
@@ -16,6 +46,7 @@ from loganalyzer.analysis.events import schedule_of
 from loganalyzer.analysis.incident_verdicts import judge_incidents
 from loganalyzer.analysis.incidents import find_incidents
 from loganalyzer.analysis.invariants import INVARIANTS, check
+from loganalyzer.analysis.outcome import ENDING_SEVERITY, Outcome, decide, progress_of
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
@@ -32,11 +63,12 @@ from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
 from loganalyzer.render.clocks import clock_notes
+from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
 from loganalyzer.secrets import mask_secrets, run_secrets
 
-SCHEMA = "loganalyzer.summary/1.1"
+SCHEMA = "loganalyzer.summary/1.2"
 # Below this many steady records, the steady figures are marked low-confidence.
 MIN_STEADY_RECORDS = 10
 
@@ -91,6 +123,11 @@ def build_summary(
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     tokens_per_s = tokens / median if tokens and median else None
     why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
+    outcome = decide(
+        run.endings,
+        progress_of(run.table, run.get_int("train_iters"), median),
+        [source.path for source in run.sources],
+    )
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
@@ -117,6 +154,7 @@ def build_summary(
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,
+        "outcome": _outcome(outcome, facts.num_gpus),
         "sources": [
             {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
         ],
@@ -164,12 +202,39 @@ def build_summary(
         "time": _time(analysis),
         **why.objects,
         "invariants": invariants,
-        "verdicts": _by_severity([dataclasses.asdict(v) for v in verdicts] + why.verdicts),
+        "verdicts": _by_severity(
+            [ending_verdict(outcome, facts.num_gpus)]
+            + [dataclasses.asdict(v) for v in verdicts]
+            + why.verdicts
+        ),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
     attach_causes(document, why)
     safe: dict[str, Any] = mask_secrets(_finite(document), planted=run_secrets(run))
     return safe
+
+
+def _outcome(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+    """The `outcome` object: the dataclass, its message cut and its GPU-hours held while
+    hung (null unless both the hang and the GPU count are known)."""
+    document = dataclasses.asdict(outcome)
+    document["hang_gpu_hours"] = (
+        outcome.hang_s * num_gpus / 3600
+        if outcome.status == "hung" and outcome.hang_s is not None and num_gpus
+        else None
+    )
+    return document
+
+
+def ending_verdict(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+    """The verdict on the ending: critical for a crash or a hang, a warning for a kill or
+    an ending the log does not say, info for a completed or cleanly stopped run."""
+    severity = ENDING_SEVERITY[outcome.status]
+    return {
+        "severity": severity,
+        "code": f"ENDING_{outcome.status.upper()}",
+        "message": ending_sentence(_outcome(outcome, num_gpus)),
+    }
 
 
 def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def test_summary_json_goes_to_stdout_and_progress_to_stderr() -> None:
     result = CliRunner().invoke(main, ["summary", "--json", SAMPLE])
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "loganalyzer.summary/1.1"
+    assert doc["schema"] == "loganalyzer.summary/1.2"
     assert "reading" in result.stderr
     assert "reading" not in result.stdout
 
@@ -51,7 +51,8 @@ def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert result.stderr == (
         f"Error: {path}: no registered parser recognises this file "
-        "(deepspeed=0.00, hf_trainer=0.00, megatron=0.00, tensorboard=0.00, wandb=0.00); "
+        "(deepspeed=0.00, hf_trainer=0.00, launcher=0.00, megatron=0.00, tensorboard=0.00,"
+        " wandb=0.00); "
         "`loganalyzer parsers` lists the formats read (a parser plugin adds others)\n"
     )
 
@@ -66,7 +67,7 @@ def test_unknown_format_exits_3() -> None:
     result = CliRunner().invoke(main, ["summary", "--format", "nope", SAMPLE])
     assert result.exit_code == 3
     assert (
-        "unknown format 'nope'; registered parsers: deepspeed, hf_trainer, megatron"
+        "unknown format 'nope'; registered parsers: deepspeed, hf_trainer, launcher, megatron"
         in result.stderr
     )
 

@@ -120,6 +120,39 @@ def test_a_dataset_under_older_keys_is_read_again_once_and_keeps_every_run(
     assert _index(str(root), "--out", str(dataset))["skipped"] == 2
 
 
+def test_a_dataset_under_older_ids_keeps_each_run_once(tmp_path: Path) -> None:
+    """A dataset written before `%` and `#` were escaped in ids holds `root/run 50%`: the
+    next index named that folder `root/run 50%25`, read it as new and kept the older entry
+    too (2 runs for 1 folder, two folders in runs/)."""
+    log, _ = _logs(tmp_path)
+    root = tmp_path / "root"
+    for name in ("run 50%", "x#2", "plain"):
+        (root / name).mkdir(parents=True)
+        shutil.copy(log, root / name / "slurm-1.out")
+    dataset = tmp_path / "index"
+    _index(str(root), "--out", str(dataset))
+    older = {"root/run 50%25": "root/run 50%", "root/x%232": "root/x#2"}
+
+    def rewritten(frame: pl.DataFrame) -> pl.DataFrame:
+        ids = frame["run_id"].replace(older)
+        return frame.with_columns(
+            ids, ids.map_elements(_legacy_key, return_dtype=pl.String).alias("key")
+        )
+
+    for table in ("manifest.parquet", "runs.parquet"):
+        frame = rewritten(pl.read_parquet(dataset / table))
+        if "folder" in frame.columns:
+            frame = frame.with_columns(pl.col("folder").replace(older))
+        frame.write_parquet(dataset / table)
+    for now, before in [*older.items(), ("root/plain", "root/plain")]:
+        (dataset / RUNS_DIR / run_key(now)).rename(dataset / RUNS_DIR / _legacy_key(before))
+    again = _index(str(root), "--out", str(dataset))
+    assert (again["found"], again["analysed"]) == (3, 3)
+    _assert_kept(dataset, 3)
+    assert _manifest(dataset)["run_id"].to_list() == ["root/plain", *sorted(older)]
+    assert _index(str(root), "--out", str(dataset))["skipped"] == 3
+
+
 def test_a_folder_named_like_a_run_of_another_folder_is_a_run_of_its_own(tmp_path: Path) -> None:
     """Finding 2: `root/x` holding two runs (`root/x#1`, `root/x#2`) and a folder named
     `root/x#2` shared an id and a folder: 3 runs found, 2 kept, another one every index."""
@@ -163,6 +196,19 @@ def test_folders_with_url_syntax_in_their_names_are_read(tmp_path: Path) -> None
     assert _manifest(dataset)["run_id"].to_list() == expected
     _assert_kept(dataset, 10)
     assert _index(str(root), "--out", str(dataset))["skipped"] == 10
+
+
+def test_a_dataset_named_like_a_pattern_is_read_by_fleet(tmp_path: Path) -> None:
+    """`--out` named with `[`, `?` and `*` was written whole, but `fleet` scanned its runs
+    table as a glob pattern: 'internal error ComputeError: ... expanded paths were empty'."""
+    log, _ = _logs(tmp_path)
+    (tmp_path / "root" / "run").mkdir(parents=True)
+    shutil.copy(log, tmp_path / "root" / "run" / log.name)
+    dataset = tmp_path / "out::[2]?*#x"
+    assert _index(str(tmp_path / "root"), "--out", str(dataset))["analysed"] == 1
+    result = CliRunner().invoke(main, ["fleet", str(dataset), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["runs"] == 1
 
 
 def test_a_local_path_is_never_a_url_and_a_url_stays_one(tmp_path: Path) -> None:
@@ -254,18 +300,22 @@ def test_a_root_inside_the_dataset_is_refused_in_one_line(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
 
 
-PASSWORD = "Zq9hunter2x"  # the credential looked for in every output
+# The credentials looked for in every output, by a piece no escaping changes: the second
+# holds `'` and `&` (legal in a URL's userinfo), which HTML and a page's script JSON escape.
+PASSWORDS = ("Zq9hunter2x", "Zq9'hunter2x&Kp")
+PIECE = b"hunter2x"
 SHORT = "PASS"  # one shorter than the values masked wherever they appear
 
 
+@pytest.mark.parametrize("password", PASSWORDS)
 def test_a_w_and_b_reference_with_a_password_is_stored_and_shown_without_it(
-    tmp_path: Path,
+    tmp_path: Path, password: str
 ) -> None:
     """Finding 12: `https://alice:PASS@host/team/proj/runs/abc` was stored as written: the
     manifest's run_id, key, folder, error and sources, runs.parquet, the runs/<key> folder,
     the fleet page, `fleet --json`, `index --json` and stderr."""
     team, project, run = RUN.removeprefix("wandb:").split("/")
-    good = f"https://alice:{PASSWORD}@wandb.example/{team}/{project}/runs/{run}"
+    good = f"https://alice:{password}@wandb.example/{team}/{project}/runs/{run}"
     gone = f"https://bob:{SHORT}@wandb.example/{team}/{project}/runs/nope"
     listed = tmp_path / "runs.txt"
     listed.write_text(f"{good}\n{gone}\n")
@@ -292,7 +342,7 @@ def test_a_w_and_b_reference_with_a_password_is_stored_and_shown_without_it(
     assert [f["run_id"] for f in said["failed"]] == [gone.replace(SHORT, "***")]
     manifest = _manifest(dataset)
     assert manifest["run_id"].to_list() == sorted(
-        [good.replace(PASSWORD, "***"), gone.replace(SHORT, "***")]
+        [good.replace(password, "***"), gone.replace(SHORT, "***")]
     )
     assert manifest["status"].sort().to_list() == ["error", "ok"]
     written = [index.stdout, index.stderr, page.read_bytes()]
@@ -303,10 +353,10 @@ def test_a_w_and_b_reference_with_a_password_is_stored_and_shown_without_it(
             written.append(path.read_bytes())
     for text in written:
         data = text if isinstance(text, bytes) else text.encode()
-        assert PASSWORD.encode() not in data
+        assert PIECE not in data
         assert f":{SHORT}@".encode() not in data
     # the same run listed with another password (or none) is the same run, read once
-    listed.write_text(f"{good}\n{good.replace(PASSWORD, 'other-secret')}\n")
+    listed.write_text(f"{good}\n{good.replace(password, 'other-secret')}\n")
     with replay_server() as server:
         env = client_env(tmp_path / "client", server.base)
         again = subprocess.run(

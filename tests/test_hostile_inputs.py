@@ -138,6 +138,20 @@ def test_stdout_on_a_full_device_is_a_one_line_error(extra: list[str]) -> None:
     assert result.stderr == "Error: cannot write to stdout (No space left on device)\n"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_index_whose_stderr_is_full_still_writes_its_dataset(tmp_path: Path) -> None:
+    """stderr carries only messages: its progress bar on a full device stopped the index
+    (exit 1, no manifest) before any run was read."""
+    root = tmp_path / "runs" / "plain"
+    shutil.copytree(PLAIN, root)
+    dataset = tmp_path / "index"
+    with open("/dev/full", "w") as full:
+        args = ("index", str(root.parent), "--out", str(dataset), "--gpu", "h100-sxm")
+        result = _cli(*args, "--jobs", "1", stdout=subprocess.PIPE, stderr=full)
+    assert result.returncode == 0
+    assert (dataset / "manifest.parquet").is_file()
+
+
 def test_a_closed_stdout_is_a_one_line_error() -> None:
     result = _cli(
         "summary",

@@ -103,6 +103,20 @@ def test_the_spilled_table_is_the_table_held_in_memory(
     assert list(spill_folder.glob("*.parquet"))
 
 
+def test_a_spill_folder_named_like_a_pattern_is_read_as_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temporary folder named with `[`, `?` and `*` (legal, as TMPDIR or a job's folder):
+    the spilled files were scanned as a glob pattern matching nothing."""
+    log = MEGATRON / "bigscience_gpt2_tp4_pp8.out"
+    held = MegatronParser().parse(log).metrics
+    monkeypatch.setenv(FOLDER_ENV, str(tmp_path / "job[1]?*" / "spill"))
+    monkeypatch.setenv(BUDGET_ENV, TINY)
+    spilled = MegatronParser().parse(log).metrics
+    assert isinstance(spilled, pl.LazyFrame)
+    assert collect(spilled).equals(held)
+
+
 def test_a_run_under_the_budget_never_touches_the_disk(spill_folder: Path) -> None:
     run = MegatronParser().parse(MEGATRON / "bigscience_gpt2_tp4_pp8.out")
     assert isinstance(run.metrics, pl.DataFrame)

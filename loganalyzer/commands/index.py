@@ -241,7 +241,7 @@ class _Progress:
             show_eta=True,
             item_show_func=self._rate,
         )
-        self.bar.__enter__()
+        self._guarded(self.bar.__enter__)
 
     def finished(self, outcomes: list[Any]) -> None:
         self.runs += len(outcomes)
@@ -249,11 +249,20 @@ class _Progress:
             return
         sizes = {s["url"]: s["size"] for o in outcomes for s in o.entry["sources"]}
         self.done_bytes += sum(int(size or 0) for size in sizes.values())
-        self.bar.update(1, outcomes)
+        self._guarded(self.bar.update, 1, outcomes)
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.__exit__(None, None, None)
+            self._guarded(self.bar.__exit__, None, None, None)
+            self.bar = None
+
+    def _guarded(self, step: Callable[..., object], *args: object) -> None:
+        """A step of the bar, which is dropped when stderr cannot take it (a full disk, a
+        closed pipe): stderr carries only messages (`loganalyzer.terminal`), and an index
+        must not stop for one."""
+        try:
+            step(*args)
+        except OSError:
             self.bar = None
 
     def _rate(self, _: object) -> str:

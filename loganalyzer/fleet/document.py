@@ -37,6 +37,7 @@ import polars as pl
 
 from loganalyzer.analysis.goodput import LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.model import UTC_MICROS, Run
+from loganalyzer.render.ending import ending_sentence
 from loganalyzer.secrets import mask_config
 
 
@@ -133,11 +134,13 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
     wall, productive, unlogged, lost = budget_seconds(document)
     mfu = document["flops"]["mfu"]
     stamps = run.table.get_column("timestamp").drop_nulls()
+    logged = document["iterations"]["logged"]
     row: dict[str, Any] = {
         "run_id": run_id,
         "key": key,
-        "status": "ok",
-        "error": None,
+        # a run with no iteration record is a run that failed, its error how it ended
+        "status": "ok" if logged else NO_ITERATIONS,
+        "error": None if logged else _ending(document),
         "framework": facts["framework"],
         "model": _model(facts["model"], facts["seq_length"]),
         "params": facts["model"].get("params"),
@@ -190,6 +193,13 @@ def ending_columns(document: Mapping[str, Any]) -> dict[str, Any]:
     hung = outcome.get("status") == "hung"
     columns["lost_hang_gpu_hours"] = outcome.get("hang_gpu_hours") if hung else 0.0
     return columns
+
+
+def _ending(document: Mapping[str, Any]) -> str:
+    outcome = document.get("outcome")
+    if not outcome:
+        return "no iteration records"
+    return f"no iteration records: {ending_sentence(outcome)}"
 
 
 def failed_row(run_id: str, key: str, error: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from loganalyzer.fleet.manifest import (
     decide,
     entries_by_folder,
     files_frame,
+    folder_of,
     manifest_frame,
     read_files,
     read_manifest,
@@ -296,7 +297,7 @@ def _replace_folder(
     folder = outcomes[0].entry["folder"]
     now = {outcome.entry["run_id"] for outcome in outcomes}
     for run_id, entry in list(entries.items()):
-        if (entry.get("folder") or run_id) == folder and run_id not in now:
+        if folder_of(entry) == folder and run_id not in now:
             del entries[run_id]
             rows.pop(run_id, None)
             _remove(dataset.join(RUNS_DIR, entry["key"]))

@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.fleet.discovery import FolderSpec, SourceFile
-from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST, run_key
+from loganalyzer.fleet.discovery import FolderSpec, SourceFile, shown
+from loganalyzer.fleet.layout import FILES, INDEX_SCHEMA, MANIFEST, run_key, unit_name
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
 from loganalyzer.model import UTC_MICROS
 from loganalyzer.summary import SCHEMA as SUMMARY_SCHEMA
@@ -119,8 +119,21 @@ def entries_by_folder(
     """The manifest's entries grouped by the folder (or W&B run) they were read from."""
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     for entry in entries.values():
-        grouped.setdefault(entry.get("folder") or entry["run_id"], []).append(entry)
+        grouped.setdefault(folder_of(entry), []).append(entry)
     return grouped
+
+
+def folder_of(entry: Mapping[str, Any]) -> str:
+    """The folder (or W&B run) an entry was read from, named as `find_runs` names it now.
+    An entry of an older layout (its key not the id's `run_key`) holds the name as written
+    then, `%` and `#` unescaped and a reference's password in clear: named as now, the
+    folder's runs read again replace it instead of joining it under a second id."""
+    folder = str(entry.get("folder") or entry["run_id"])
+    if entry["key"] == run_key(entry["run_id"]):
+        return folder
+    # an older layout's W&B run had its reference as its only source
+    referenced = any(source["url"] == folder for source in entry.get("sources") or ())
+    return unit_name(shown(folder) if referenced else folder)
 
 
 def decide(
@@ -148,10 +161,10 @@ def decide(
         return Decision(spec, "older key", [])
     if any(e["settings"] != settings for e in entries):
         return Decision(spec, "other options", [])
-    if reports and any(e["status"] == "ok" and not e.get("report") for e in entries):
+    if reports and any(e["status"] != "error" and not e.get("report") for e in entries):
         return Decision(spec, "report asked for", [])
     if spec.uri is not None:
-        failed = any(e["status"] != "ok" for e in entries)
+        failed = any(e["status"] == "error" for e in entries)
         return Decision(spec, "failed before" if failed else None, [dict(e) for e in entries])
     before = {s["url"]: s for e in entries for s in e["sources"]}
     if set(before) != {f.url for f in spec.files}:

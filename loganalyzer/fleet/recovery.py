@@ -146,14 +146,14 @@ def recover(
                 rows[record.entry["run_id"]] = record.row
                 result.recovered += 1
     for run_id, entry in list(entries.items()):
-        if entry["status"] == "ok" and entry["key"] not in present:
+        if entry["status"] != "error" and entry["key"] not in present:
             del entries[run_id]  # its folder is gone: it is read again
             rows.pop(run_id, None)
             result.dropped += 1
     for run_id, entry in list(entries.items()):
         if run_id in rows:
             continue
-        if entry["status"] != "ok":
+        if entry["status"] == "error":  # the only status without a folder
             rows[run_id] = failed_row(run_id, entry["key"], entry["error"] or "")
             continue
         record = read_record(runs.join(entry["key"]))  # the runs table was not saved

@@ -73,11 +73,12 @@ def _scan(dataset: Location) -> pl.LazyFrame:
         raise InputError(
             f"{dataset.url()}: no {RUNS} here; build the dataset with `loganalyzer index`"
         )
+    # a path, never a pattern: a dataset folder may be named with `[`, `?` or `*`
     if where.local:
-        return pl.scan_parquet(where.path)
+        return pl.scan_parquet(where.path, glob=False)
     protocol = where.fs.protocol if isinstance(where.fs.protocol, str) else where.fs.protocol[0]
     if protocol in NATIVE_PROTOCOLS:
-        return pl.scan_parquet(where.url())
+        return pl.scan_parquet(where.url(), glob=False)
     with where.fs.open(where.path, "rb") as stream:
         return pl.read_parquet(stream.read()).lazy()
 

@@ -348,7 +348,7 @@ def _ending_of(row: Mapping[str, Any]) -> str:
 
 def _status(row: Mapping[str, Any]) -> str:
     if row["status"] != "ok":
-        return "error"
+        return "error" if row["status"] == "error" else str(row["status"]).replace("_", " ")
     if row.get("regression"):
         return f"regression (+{percent(row['slowdown'])})"
     return "ok"

@@ -156,7 +156,7 @@ def _analyse(
         row = run_row(name, key, document, loaded.run)
         report = _with_urls(_report(document, loaded), paths, spec) if task.reports else None
         shown_as = _shown_sources(paths, spec)
-        entry = _entry(task, name, "ok", None, sources, began, report is not None)
+        entry = _entry(task, name, row["status"], row["error"], sources, began, report is not None)
         record = record_bytes(entry, row, runs_in_folder)
         dataset = locate(task.dataset)
         _write_run(dataset, key, name, loaded.run, document, report, shown_as, record)
@@ -261,13 +261,27 @@ def _with_urls(text: str, paths: list[Path], spec: FolderSpec) -> str:
     """Text (JSON, HTML or a message) naming the files as found (URLs), not their temporary
     local copies, and a W&B reference as shown (`_shown_sources`), as written or escaped."""
     for old, new in _shown_sources(paths, spec).items():
-        for escape in (str, _json_escaped, html.escape):
-            text = text.replace(escape(old), escape(new))
+        for old_form, new_form in zip(_written_forms(old), _written_forms(new), strict=True):
+            text = text.replace(old_form, new_form)
     return text
 
 
-def _json_escaped(text: str) -> str:
-    return json.dumps(text)[1:-1]
+def _written_forms(text: str) -> list[str]:
+    """The forms a text takes in what a run's folder holds: as is, in JSON, in HTML (jinja's
+    escaping, and `html.escape` that the charts' hover text goes through), and each of
+    these in a report's script JSON (`script_json`, `&` as `\\u0026`). A password with
+    `'` or `&` (legal in a URL) kept its HTML forms in the report's tables and hover text."""
+    from markupsafe import escape
+
+    from loganalyzer.render.html import script_json
+
+    in_html = [str(escape(text)), html.escape(text)]
+    return [
+        text,
+        json.dumps(text)[1:-1],
+        *in_html,
+        *(str(script_json(form))[1:-1] for form in [text, *in_html]),
+    ]
 
 
 def _shown_sources(paths: list[Path], spec: FolderSpec) -> dict[str, str]:

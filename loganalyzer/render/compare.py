@@ -20,7 +20,7 @@ from loganalyzer.render.clip import clip
 from loganalyzer.render.downsample import keep_shape
 from loganalyzer.render.numbers import TIMES, duration, number, percent
 from loganalyzer.render.view import build_view, chart_facts
-from loganalyzer.render.viewmodel import BudgetPart, Chart, Figure
+from loganalyzer.render.viewmodel import BudgetPart, Chart, Ending, Figure
 from loganalyzer.secrets import mask_value, run_secrets
 
 XAxis = Literal["iteration", "tokens", "time"]
@@ -97,6 +97,8 @@ class CompareView:
     budgets: tuple[RunBudget, ...]
     charts: tuple[Chart, ...]
     x_axis: str
+    # each run's ending (None for a document without `outcome`)
+    endings: tuple[Ending | None, ...] = ()
 
 
 def build_compare(
@@ -127,6 +129,7 @@ def build_compare(
         ),
         charts=_charts(runs, x_axis),
         x_axis=x_axis,
+        endings=tuple(v.ending for v in views),
     )
 
 
@@ -310,6 +313,10 @@ def compare_json(view: CompareView) -> dict[str, Any]:
             ]
             for row in view.figures
         },
+        "endings": [
+            {"status": e.status, "severity": e.severity, "sentence": e.sentence} if e else None
+            for e in view.endings
+        ],
         "faster": view.faster,
         "lost_most": view.lost_most,
         "config_differences": {d.name: list(d.values) for d in view.config},
@@ -317,11 +324,15 @@ def compare_json(view: CompareView) -> dict[str, Any]:
 
 
 def render_compare_text(view: CompareView) -> str:
-    """The comparison for the terminal."""
+    """The comparison for the terminal: each run's ending first."""
     width = max(len(label) for label in view.labels)
     lines = [
-        f"{'':<18}" + "  ".join(f"{label:>{max(width, 22)}}" for label in view.labels),
+        f"{label}: {ending.sentence}"
+        for label, ending in zip(view.labels, view.endings, strict=False)
+        if ending is not None
     ]
+    lines += [""] if lines else []
+    lines.append(f"{'':<18}" + "  ".join(f"{label:>{max(width, 22)}}" for label in view.labels))
     for row in view.figures:
         cells = [f"{c.text}{f' ({c.change})' if c.change else ''}" for c in row.cells]
         lines.append(f"{row.label:<18}" + "  ".join(f"{c:>{max(width, 22)}}" for c in cells))

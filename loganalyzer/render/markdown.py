@@ -23,11 +23,18 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(view: ReportView) -> str:
-    """A Markdown block: a heading, the identity line and three sections."""
+    """A Markdown block: a heading, how the run ended (with the lines it rests on), the
+    identity line and three sections."""
     identity = view.identity
-    lines = [
-        f"### {_cell(identity.name)}",
-        "",
+    lines = [f"### {_cell(identity.name)}", ""]
+    if view.ending is not None:
+        lines += [f"**{_cell(view.ending.sentence)}**", ""]
+        lines += [
+            f"- {row.cells[0]} {_cell(row.cells[1])}: {_cell(row.cells[2])}"
+            for row in view.ending.evidence
+        ]
+        lines += [""] if view.ending.evidence else []
+    lines += [
         " · ".join(
             _cell(part)
             for part in (identity.framework, identity.gpus, identity.model, identity.dates)

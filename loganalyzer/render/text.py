@@ -6,6 +6,7 @@ from typing import Any
 
 from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_label
+from loganalyzer.render.ending import ending_sentence, evidence_lines
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import (
     TIMES,
@@ -19,6 +20,9 @@ from loganalyzer.render.numbers import (
     seconds,
 )
 from loganalyzer.render.why import render_why
+
+# An evidence line is cut here in the terminal (the JSON has it whole, up to its limit).
+EVIDENCE_WIDTH = 300
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -264,9 +268,14 @@ def _incident_size(incident: dict[str, Any]) -> str:
 
 
 def render_summary(doc: dict[str, Any]) -> str:
-    """A few aligned sections a person reads top to bottom."""
+    """How the run ended, then a few aligned sections a person reads top to bottom."""
     run = doc["run"]
-    lines = [f"loganalyzer {doc['tool_version']} — {run['framework']}"]
+    lines = []
+    if doc.get("outcome"):
+        lines.append(ending_sentence(doc["outcome"]))
+        lines += [f"  {line[:EVIDENCE_WIDTH]}" for line in evidence_lines(doc["outcome"])]
+        lines.append("")
+    lines.append(f"loganalyzer {doc['tool_version']} — {run['framework']}")
     for source in doc["sources"]:
         lines.append(
             f"  {source['path']}  ({source['format']}, {plural(source['records'], 'record')})"

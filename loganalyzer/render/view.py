@@ -14,12 +14,14 @@ from pathlib import PurePath
 from typing import Any
 
 from loganalyzer.analysis.incident_verdicts import CODES as INCIDENT_CODES
+from loganalyzer.analysis.outcome import ENDING_SEVERITY
 from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
 from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_legend, pace_note
+from loganalyzer.render.ending import ending_sentence, evidence_text
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -27,6 +29,7 @@ from loganalyzer.render.viewmodel import (
     Chart,
     ChartFacts,
     ConfigRow,
+    Ending,
     Figure,
     Identity,
     IncidentRow,
@@ -59,6 +62,7 @@ _VERDICT_TARGETS = (
     ("STALLS", "restarts"),
     ("STRAGGLER", "chart-ranks"),
     *((code, "incidents") for code in INCIDENT_CODES.values()),
+    ("ENDING_", "ending"),
     ("", "slow-steps"),
 )
 
@@ -106,6 +110,24 @@ def build_view(
         formula=str(_get(doc, "flops", "derivation") or ""),
         warnings=tuple(clip(str(w)) for w in doc.get("warnings") or ()),
         incidents=incident_rows(doc, run if quotes else None),
+        ending=ending_view(doc),
+    )
+
+
+def ending_view(doc: Mapping[str, Any]) -> Ending | None:
+    """The ending as the report opens with it (None for a document without `outcome`)."""
+    outcome = doc.get("outcome")
+    if not isinstance(outcome, Mapping):
+        return None
+    status = str(outcome.get("status"))
+    return Ending(
+        status=status,
+        severity=ENDING_SEVERITY.get(status, "info"),
+        sentence=ending_sentence(outcome),
+        evidence=tuple(
+            Row((str(e["role"]).replace("_", " "), f"{e['file']}:{e['line']:,}", evidence_text(e)))
+            for e in outcome.get("evidence") or ()
+        ),
     )
 
 

@@ -48,6 +48,17 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Ending:
+    """How the run ended: the sentence, its verdict's severity, and the lines it rests on
+    (role, `file:line`, text)."""
+
+    status: str
+    severity: str
+    sentence: str
+    evidence: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
 class SlowRow:
     iteration: int
     kind: str
@@ -166,3 +177,4 @@ class ReportView:
     formula: str
     warnings: tuple[str, ...]
     incidents: tuple[IncidentRow, ...] = ()
+    ending: Ending | None = None

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
+from loganalyzer.endings import candidates as ending_candidates
+from loganalyzer.endings import read_endings
 from loganalyzer.errors import NothingReadError
 from loganalyzer.model import (
     ConfigValue,
@@ -133,7 +135,7 @@ class DeepSpeedParser:
 
     def parse(self, path: Path) -> Run:
         source = str(path)
-        found: dict[str, list[pl.DataFrame]] = {k: [] for k in _EXTRACTORS}
+        found: dict[str, list[pl.DataFrame]] = {k: [] for k in (*_EXTRACTORS, "endings")}
         for chunk in scanned_chunks(path, _scan):
             for key, part in chunk.items():
                 found[key].append(part)
@@ -187,6 +189,7 @@ class DeepSpeedParser:
             metrics=metrics,
             sources=[SourceInfo(source, self.name, table.height, resolution)],
             warnings=warnings,
+            endings=read_endings([parts["endings"]], source),
         )
 
 
@@ -219,6 +222,7 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     if found["starts"].height:  # a printout without the logger: its rows carry no marker
         found["config"] = pl.concat([found["config"], lines.plain_printout(frame)])
     found["config"] = first_statements(found["config"])
+    found["endings"] = ending_candidates(frame)
     return found
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer import jsontext
+from loganalyzer.endings import read_endings
 from loganalyzer.errors import NothingReadError
 from loganalyzer.flops.shape import shape_from_hf_config
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
@@ -193,6 +194,7 @@ def _from_stdout(path: Path) -> Run:
     resolution = _printed_resolution(found["dicts"]) if used == "train_runtime_printed" else None
     run = _finish(config, train, long, times, used, source, warnings, saves, resolution)
     run.table = _with_skipped_steps(run.table, found["scales"])
+    run.endings = read_endings([found["endings"]], source)
     return run
 
 

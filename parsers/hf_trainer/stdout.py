@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from loganalyzer import jsontext
+from loganalyzer.endings import candidates as ending_candidates
 from loganalyzer.parsers.deepspeed.lines import loss_scale_lines
 from loganalyzer.textlog import clean, line_frames, split_glued, strip_launcher
 
@@ -108,9 +109,11 @@ def scan(path: Path) -> dict[str, pl.DataFrame]:
         "precision": [],
         "configs": [],
         "scales": [],
+        "endings": [],
     }
     for frame in line_frames(path):
         found["configs"].append(_config_blocks(frame))
+        found["endings"].append(ending_candidates(frame))
         lines = frame.filter(pl.col("text").str.contains_any(list(CANDIDATES)))
         # a log pasted into an indented block (Markdown, a quoted report) indents every line
         pieces = split_glued(lines, RECORD_START).with_columns(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from loganalyzer.endings import read_endings
 from loganalyzer.errors import NothingReadError
 from loganalyzer.model import (
     Run,
@@ -75,6 +76,7 @@ class MegatronParser:
         last = NO_ANCHOR
         previous_keys = pl.Series("copy_key", [], dtype=pl.UInt64)
         reported: list[pl.DataFrame] = []  # TFLOPS lines below iteration lines: to the table
+        endings_found: list[pl.DataFrame] = []
         for chunk, placed in _scanned(path):
             long = _continued(placed, last)
             last = _last_anchor(chunk, last)
@@ -85,6 +87,7 @@ class MegatronParser:
             longs.add(long_part(long, previous_keys, str(path)))
             previous_keys = long.get_column("copy_key")
             records.append(held(chunk.records))
+            endings_found.append(chunk.endings)
             chunks.append(
                 dataclasses.replace(chunk, records=_NOTHING, extras=_NOTHING, metrics=_NOTHING)
             )
@@ -103,6 +106,7 @@ class MegatronParser:
         metrics = longs.finish(conform_metrics(pl.DataFrame()))
         if table.height == 0:
             warnings.append(f"{path}: no iteration lines (the run may have died before logging)")
+        endings = read_endings(endings_found, str(path))
         return Run(
             framework=framework,
             config=config,
@@ -111,6 +115,7 @@ class MegatronParser:
             sources=[SourceInfo(str(path), self.name, table.height)],
             warnings=warnings,
             segment_config=later_launches,
+            endings=endings,
         )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from loganalyzer.endings import candidates as ending_candidates
 from loganalyzer.parsers.megatron.command import COMMAND_MARKS, command_facts
 from loganalyzer.parsers.megatron.config import DEEPSPEED_BATCH_KEYS, changes_only
 from loganalyzer.parsers.megatron.markers import CANDIDATES, GPU_MARKS
@@ -61,6 +62,7 @@ class Chunk:
     metrics: pl.DataFrame  # timers, memory, events: not yet tied to their iteration
     facts: pl.DataFrame  # arguments and start-up facts: (line, launch, key, value)
     keys: frozenset[str]  # every iteration-line field name seen
+    endings: pl.DataFrame  # the lines that may say how the run ended (`endings.candidates`)
 
 
 def stateful_frames(path: Path) -> Iterator[pl.DataFrame]:
@@ -219,6 +221,7 @@ def scan_chunk(lines: pl.DataFrame) -> Chunk:
         metrics=metrics,
         facts=facts,
         keys=fields.keys | taken.keys,
+        endings=ending_candidates(lines),
     )
 
 

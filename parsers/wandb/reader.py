@@ -10,7 +10,7 @@ import polars as pl
 
 from loganalyzer import jsontext
 from loganalyzer.errors import InputError
-from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
+from loganalyzer.model import ConfigValue, EndingFact, Endings, Provenance, Run, SourceInfo
 from loganalyzer.parsers.framing import framing_warnings
 from loganalyzer.parsers.run_config import config_from_values
 from loganalyzer.parsers.scalar_table import build_tables
@@ -97,6 +97,7 @@ def run_from_records(
     config["iteration_source"] = ConfigValue(axis, Provenance("wandb", source))
     metrics = pl.concat([tables.metrics, system_metrics(found.system, history, source)])
     return Run(
+        endings=_endings(found, source),
         framework=tables.framework or "wandb",
         config=config,
         table=tables.table,
@@ -104,6 +105,35 @@ def run_from_records(
         sources=[SourceInfo(source, format_name, tables.table.height)],
         warnings=warnings,
     )
+
+
+def _endings(found: RunRecords, source: str) -> Endings:
+    """How the run ended as W&B recorded it: the exit record's code (0: the script's own
+    end), or the state the API gives (finished, crashed, failed, killed)."""
+    if found.end_record is None:
+        return Endings()
+    line = found.end_record
+    if found.exit_code is not None:
+        code = found.exit_code
+        text = f"W&B exit record: exit code {code}"
+        kind, detail = ("done", {"said": 3}) if code == 0 else ("exit", {"code": code})
+    elif found.state in WANDB_STATES:
+        kind, detail = WANDB_STATES[found.state]
+        text = f"W&B run state: {found.state}"
+    else:
+        return Endings()
+    fact = EndingFact(source, line, kind, text, detail=dict(detail))
+    return Endings((fact,), {kind: 1})
+
+
+# The API's final run states as ending facts: `killed` is a stop from outside (the UI, a
+# SIGTERM); `crashed` (the heartbeat lost) and `failed` (a non-zero exit) are failures.
+WANDB_STATES: dict[str, tuple[str, dict[str, str | int]]] = {
+    "finished": ("done", {"said": 3}),
+    "crashed": ("exit", {"state": "crashed"}),
+    "failed": ("exit", {"state": "failed", "code": 1}),
+    "killed": ("signal", {"signal": "SIGTERM"}),
+}
 
 
 def _metadata_file(path: Path) -> dict[str, object]:

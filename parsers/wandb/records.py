@@ -33,6 +33,10 @@ class RunRecords:
     run: dict[str, object] = field(default_factory=dict)
     exit_code: int | None = None
     finished: bool = False
+    # where the run's end is stated: the exit record's index, or (a run pulled through the
+    # API) after the last history row, with the run's state
+    end_record: int | None = None
+    state: str | None = None
     not_scalar: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
 
@@ -112,6 +116,7 @@ def decode_records(records: list[bytes]) -> RunRecords:
             _stats(record.stats, index, found)
         elif kind == "exit":
             found.exit_code = record.exit.exit_code
+            found.end_record = index
             found.finished = True
     found.config.update(_decoded(config))
     found.summary.update(_decoded(summary))
@@ -217,6 +222,7 @@ def records_from_api(
     if metadata.get("gpu_count"):
         found.environment["num_gpus"] = metadata["gpu_count"]
     found.finished = state in ("finished", "crashed", "failed", "killed")
+    found.state, found.end_record = state, len(history)
     return found
 
 
