@@ -6,6 +6,7 @@ dataset an older version wrote (no ending columns) still reads."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 from loganalyzer.cli import main
 from loganalyzer.fleet.document import NO_ITERATIONS, RUNS_SCHEMA, ending_columns, runs_frame
 from loganalyzer.fleet.layout import RUNS
+from tests.conftest import ROOT
 
 # Error lines as the summary's outcome quotes them, cut from real logs:
 # fixtures/endings/oom/msswift_7826_rank3_torch_oom.log (github.com/modelscope/ms-swift/issues/7826)
@@ -271,3 +273,112 @@ def test_ending_columns_read_the_outcome_and_count_incidents() -> None:
     # an older document: no outcome, no incidents
     assert ending_columns({}) == {"incidents": None}
     assert set(ending_columns({"outcome": HUNG})) <= set(RUNS_SCHEMA)
+
+
+# End to end: `index` over a root of runs cut from fixtures/endings/ (each folder one run,
+# their provenance in fixtures/endings/README.md), then `fleet`.
+ENDINGS = ROOT / "fixtures" / "endings"
+RUNS_OF = {
+    # died before its first iteration: arguments, then an OOM traceback
+    "early-oom": "oom/bigscience_tr1_oom_before_first_iteration.log",
+    # NCCL watchdog timeouts naming rank 0: on an HF progress bar at iteration 13, and
+    # a NeMo run's watchdog stuck for hours
+    "nccl-hf": "nccl_timeout/llamafactory_2902_hf_bar_glued_torch2.log",
+    "nccl-nemo": "nccl_timeout/pytorch_118369_bar_glued_watchdog_hours.log",
+    # torchrun's root cause: rank 0 on host neptun.informatik.uni-kl.de, SIGABRT; the same
+    # excerpt twice, as a job that fails again on the same node
+    "abort-1": "signal/mmseg_3106_root_cause_listed_last.log",
+    "abort-2": "signal/mmseg_3106_root_cause_listed_last.log",
+    # BLOOM-176B stuck in evaluation after iteration 45,000: at least 7,207 s
+    "hung": "hung/bigscience_tr11_eval_hang_monitor_pulses.log",
+    "done": "completed/megatron_bridge_3427_after_training_done.log",
+}
+HOST = "neptun.informatik.uni-kl.de"
+
+
+@pytest.fixture(scope="module")
+def endings_fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("endings")
+    for run, excerpt in RUNS_OF.items():
+        (base / "root" / run).mkdir(parents=True)
+        shutil.copy(ENDINGS / excerpt, base / "root" / run / Path(excerpt).name)
+    dataset = base / "dataset"
+    args = ["index", str(base / "root"), "--out", str(dataset), "--num-gpus", "8"]
+    result = CliRunner().invoke(main, [*args, "--jobs", "1", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    return base, dataset
+
+
+def test_index_then_fleet_json_counts_the_endings_of_real_runs(
+    endings_fleet: tuple[Path, Path],
+) -> None:
+    _, dataset = endings_fleet
+    runs = pl.read_parquet(dataset / RUNS).sort("run_id")
+    got = runs.select("run_id", "status", "outcome_status", "outcome_reason", "outcome_rank")
+    assert got.rows() == [
+        ("root/abort-1", NO_ITERATIONS, "crashed", "signal", 0),
+        ("root/abort-2", NO_ITERATIONS, "crashed", "signal", 0),
+        ("root/done", "ok", "completed", "train_iters_reached", None),
+        ("root/early-oom", NO_ITERATIONS, "crashed", "oom", None),
+        ("root/hung", "ok", "hung", None, None),
+        ("root/nccl-hf", "ok", "crashed", "nccl_timeout", 0),
+        ("root/nccl-nemo", NO_ITERATIONS, "crashed", "nccl_timeout", 0),
+    ]
+    hung = runs.row(by_predicate=pl.col("run_id") == "root/hung", named=True)
+    # 7,207 s from the last progress to the last PULSE line, on 8 GPUs
+    assert hung["hang_s"] == pytest.approx(7207.0)
+    assert hung["lost_hang_gpu_hours"] == pytest.approx(7207.0 * 8 / 3600)
+    assert runs["incidents"].to_list() == [0] * 7
+
+    fleet = json.loads(_fleet(str(dataset), "--json").stdout)
+    endings = {(e["status"], e["reason"]): e["runs"] for e in fleet["endings"]}
+    assert endings == {
+        ("crashed", "nccl_timeout"): 2,
+        ("crashed", "signal"): 2,
+        ("crashed", "oom"): 1,
+        ("hung", None): 1,
+        ("completed", "train_iters_reached"): 1,
+    }
+    assert fleet["totals"]["lost_hang_gpu_hours"] == pytest.approx(7207.0 * 8 / 3600)
+    assert (fleet["totals"]["failed"], fleet["totals"]["no_iterations"]) == (6, 4)
+    assert fleet["recurring"] == {
+        "ranks": [
+            {
+                "rank": 0,
+                "runs": 4,
+                "run_ids": ["root/abort-1", "root/abort-2", "root/nccl-hf", "root/nccl-nemo"],
+            }
+        ],
+        "hosts": [{"host": HOST, "runs": 2, "run_ids": ["root/abort-1", "root/abort-2"]}],
+    }
+    failed = {r["run_id"]: r for r in fleet["failed"]}
+    assert "root/done" not in failed
+    assert failed["root/early-oom"]["error"] == "RuntimeError: CUDA error: out of memory"
+    assert "Watchdog caught collective operation timeout" in failed["root/nccl-nemo"]["error"]
+
+
+def test_index_then_fleet_text_and_html_say_the_endings(
+    endings_fleet: tuple[Path, Path],
+) -> None:
+    base, dataset = endings_fleet
+    text = _fleet(str(dataset)).stdout
+    lines = text.splitlines()
+    assert "and 16.0 held by hangs before their endings" in lines[0]
+    [hung] = [line for line in lines if line.split()[:2] == ["hung", "1"]]
+    assert hung.split()[-1] == "16.0"
+    assert (
+        "  rank 0: 4 failed runs (root/abort-1, root/abort-2, root/nccl-hf, root/nccl-nemo)"
+        in lines
+    )
+    assert f"  host {HOST}: 2 failed runs (root/abort-1, root/abort-2)" in lines
+    assert (
+        "  root/early-oom: crashed (oom) before its first iteration:"
+        " RuntimeError: CUDA error: out of memory"
+    ) in lines
+    assert any(line.startswith("  root/hung: hung at iteration 45,000 for 2") for line in lines)
+    out = base / "fleet.html"
+    _fleet(str(dataset), "-o", str(out))
+    page = out.read_text(encoding="utf-8")
+    assert '<td data-sort="crashed (nccl timeout)" class="status-bad">' in page
+    assert f'<td data-sort="host {HOST}">host {HOST}</td>' in page
+    assert "RuntimeError: CUDA error: out of memory" in page

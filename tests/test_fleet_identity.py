@@ -268,7 +268,7 @@ def test_the_dataset_inside_a_root_is_never_read_however_it_is_spelled(
     fleet = CliRunner().invoke(main, ["fleet", "root/ds", "--json"])
     assert fleet.exit_code == 0, fleet.output
     document = json.loads(fleet.stdout)
-    assert (document["totals"]["runs"], document["failed"]) == (1, [])
+    assert (document["totals"]["runs"], document["totals"]["not_read"]) == (1, 0)
     assert _manifest(tmp_path / "root" / "ds")["run_id"].to_list() == ["root/run"]
 
 

@@ -138,11 +138,12 @@ def _endings(endings: Sequence[Mapping[str, Any]]) -> list[str]:
             f"  {label:<{width}} {e['runs']:>5} {_hours(e['gpu_hours']):>12}"
             f" {_hours(e['lost_gpu_hours']):>12} {hang_hours(e):>12}".rstrip()
         )
-    lines.append(
-        "  held: the runs' wall clock as their logs cover it; lost: by their goodput budgets;"
-        " hung: from the last progress to the kill or timeout, beyond that clock. The work a"
-        " crash or a kill loses since its last checkpoint is not known from its log: not"
-        " counted."
+    lines.extend(
+        (
+            "  held: the runs' wall clock as their logs cover it; lost: by their goodput budgets;",
+            "  hung: from the last progress to the kill or timeout, beyond that clock. The work",
+            "  a crash or a kill loses since its last checkpoint is not known: not counted.",
+        )
     )
     return lines
 
