@@ -1,5 +1,5 @@
 """Why: the causes, goodput budget, MFU waterfall and run health of a loaded run, as the plain
-objects of the summary document (schema loganalyzer.summary/1.1).
+objects of the summary document (schema loganalyzer.summary/1.x).
 
 One place joins the analysis (causes, budget, health) and the FLOPs layer (waterfall), so
 `summary.py` only adds the objects it returns and attaches the causes to its entries.
