@@ -263,6 +263,32 @@ def test_a_kill_decides_over_the_errors_it_caused() -> None:
     assert (outcome.status, outcome.reason, outcome.host) == ("killed", "time_limit", None)
 
 
+def test_the_kills_line_that_says_why_gives_the_reason() -> None:
+    # https://github.com/facebookincubator/submitit/issues/1613: the step is cancelled with
+    # no reason, the job DUE TO PREEMPTION after the grace time
+    step = (
+        "slurmstepd: error: *** STEP 37361369.0 ON learnfair5146 CANCELLED AT"
+        " 2021-03-15T17:50:23 ***"
+    )
+    job = (
+        "slurmstepd: error: *** JOB 37361369 ON learnfair5146 CANCELLED AT 2021-03-15T18:00:46"
+        " DUE TO PREEMPTION ***"
+    )
+    error = "RuntimeError: Timed out initializing process group in store based barrier on rank: 0"
+    outcome = decide(_facts(step, job), _progress(), ["run.log"])
+    assert (outcome.status, outcome.reason, outcome.evidence[0].line) == (
+        "killed",
+        "preempted",
+        101,
+    )
+    # the errors the kill caused, between its two lines, are still its consequences
+    outcome = decide(_facts(step, error, job), _progress(), ["run.log"])
+    assert (outcome.status, outcome.reason) == ("killed", "preempted")
+    # another job's reason is not this kill's
+    outcome = decide(_facts(step, job.replace("37361369", "37361370")), _progress(), ["run.log"])
+    assert (outcome.reason, outcome.evidence[0].line) == ("cancelled", 100)
+
+
 def test_before_the_progress_is_an_earlier_launchs_ending() -> None:
     outcome = decide(
         _facts("[rank3]: torch.OutOfMemoryError: CUDA out of memory."),

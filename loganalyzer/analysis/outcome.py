@@ -179,7 +179,7 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     ):
         return _crashed(first_failure, failures, tail, progress)
     if scheduler is not None and not _before(done, scheduler):
-        return _killed(scheduler, tail, progress)
+        return _killed(_with_reason(scheduler, tail), tail, progress)
     if stop is not None:
         how = str(stop.detail.get("how"))
         return _outcome("stopped", how, stop, tail, progress)
@@ -212,6 +212,24 @@ def _with_bar(progress: Progress, tail: list[EndingFact]) -> Progress:
     if progress.last_iteration is not None and last <= progress.last_iteration:
         return progress
     return dataclasses.replace(progress, last_iteration=last)
+
+
+def _with_reason(first: EndingFact, tail: list[EndingFact]) -> EndingFact:
+    """The line of the first kill that says why: slurm prints a STEP and a JOB line for one
+    kill, in either order and minutes apart, and only one may say `DUE TO` (a preemption
+    cancels the step first, then the job `DUE TO PREEMPTION` after its grace time)."""
+    if first.kind != "scheduler" or "reason" in first.detail:
+        return first
+    job = str(first.detail.get("job", "")).split(".")[0]
+    said = [
+        f
+        for f in tail
+        if f.kind == "scheduler"
+        and f.source == first.source
+        and "reason" in f.detail
+        and str(f.detail.get("job", "")).split(".")[0] == job
+    ]
+    return said[0] if said else first
 
 
 def _launcher_first(tail: list[EndingFact], files: Sequence[str]) -> EndingFact | None:
