@@ -43,7 +43,7 @@ STDOUT_LITERALS = (
     "{'loss': ",
     "{'train_runtime': ",
     "{'eval_loss': ",
-    "TrainOutput(global_step=",
+    "TrainOutput",
 )
 # The Trainer's training bar: tqdm with no description (`  3%|▎   | 6/200 [00:05<02:51, ...`),
 # at the start of a line or after a carriage return (`\r`, or `^M` as text copied from a
