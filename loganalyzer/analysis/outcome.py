@@ -159,6 +159,7 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     """The outcome from the facts after the last progress (see the module docstring);
     `files` in the run's order, to tell which file's first failure came first."""
     tail = [f for f in endings.facts if f.line > progress.after.get(f.source, 0)]
+    progress = _with_bar(progress, tail)
     failures = [f for f in tail if _is_failure(f)]
     first_failure = _earliest(_first(failures, files), failures)
     scheduler = _first([f for f in tail if f.kind == "scheduler"], files) or _first(
@@ -178,7 +179,7 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     ):
         return _crashed(first_failure, failures, tail, progress)
     if scheduler is not None and not _before(done, scheduler):
-        return _killed(scheduler, tail, progress)
+        return _killed(_with_reason(scheduler, tail), tail, progress)
     if stop is not None:
         how = str(stop.detail.get("how"))
         return _outcome("stopped", how, stop, tail, progress)
@@ -193,6 +194,42 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     if launcher is not None:
         return _launcher_ending(launcher, tail, progress)
     return _unknown(tail, progress)
+
+
+def _with_bar(progress: Progress, tail: list[EndingFact]) -> Progress:
+    """The progress a bar glued to an ending line shows, past the last record: the step the
+    error came after. A bar of another total than the run's (an evaluation's, a data
+    loader's) is not the training loop's."""
+    counts = [
+        int(f.detail["iteration"])
+        for f in tail
+        if f.kind == "progress"
+        and (progress.train_iters is None or f.detail.get("total") == progress.train_iters)
+    ]
+    if not counts:
+        return progress
+    last = max(counts)
+    if progress.last_iteration is not None and last <= progress.last_iteration:
+        return progress
+    return dataclasses.replace(progress, last_iteration=last)
+
+
+def _with_reason(first: EndingFact, tail: list[EndingFact]) -> EndingFact:
+    """The line of the first kill that says why: slurm prints a STEP and a JOB line for one
+    kill, in either order and minutes apart, and only one may say `DUE TO` (a preemption
+    cancels the step first, then the job `DUE TO PREEMPTION` after its grace time)."""
+    if first.kind != "scheduler" or "reason" in first.detail:
+        return first
+    job = str(first.detail.get("job", "")).split(".")[0]
+    said = [
+        f
+        for f in tail
+        if f.kind == "scheduler"
+        and f.source == first.source
+        and "reason" in f.detail
+        and str(f.detail.get("job", "")).split(".")[0] == job
+    ]
+    return said[0] if said else first
 
 
 def _launcher_first(tail: list[EndingFact], files: Sequence[str]) -> EndingFact | None:
