@@ -177,3 +177,18 @@ def test_the_rule_counts_beyond_one_interval() -> None:
     unknown = held_after(_outcome(status="killed", reason="time_limit"), 60.0)
     assert unknown is not None and unknown.seconds is None and unknown.note
     assert held_after(_outcome(reason="oom"), 60.0) is None
+
+
+def test_an_nccl_watchdog_crash_held_at_least_its_collective() -> None:
+    """A real watchdog line (LlamaFactory issue 2902, PyTorch 2.x): the ALLREDUCE ran for
+    600,017 ms before the crash; the log's lines after the last record carry no date, so
+    the collective's own time is the hang's lower bound, less the interval in flight."""
+    path = ENDINGS / "nccl_timeout" / "llamafactory_2902_hf_bar_glued_torch2.log"
+    doc = _summary(path)
+    assert (doc["outcome"]["status"], doc["outcome"]["reason"]) == ("crashed", "nccl_timeout")
+    hang = doc["goodput"]["hang"]
+    assert hang["bound"] == "at_least" and hang["extends_s"] == 600.017
+    assert 540 < _lines(doc)[HANG] < 600.017
+    assert "hang before the ending at least" in doc["goodput"]["summary"]
+    lines = _lines(doc)
+    assert abs(sum(lines.values()) - doc["goodput"]["wall_s"]) < 1e-6
