@@ -43,6 +43,7 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
+from loganalyzer.analysis.goodput import held_after
 from loganalyzer.analysis.incident_verdicts import judge_incidents
 from loganalyzer.analysis.incidents import find_incidents
 from loganalyzer.analysis.invariants import INVARIANTS, check
@@ -122,12 +123,10 @@ def build_summary(
         ]
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     tokens_per_s = tokens / median if tokens and median else None
-    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
-    outcome = decide(
-        run.endings,
-        progress_of(run.table, run.get_int("train_iters"), median),
-        [source.path for source in run.sources],
-    )
+    progress = progress_of(run.table, run.get_int("train_iters"), median)
+    outcome = decide(run.endings, progress, [source.path for source in run.sources])
+    held = held_after(outcome, progress.line_pace_s)
+    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s, held)
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))

@@ -279,12 +279,14 @@ BUDGET_KEYS = {
     "redone work": "redone",
     "iterations not in the log": "unlogged",
     "untimed gaps": "stalls",
+    "hang before the ending": "hang",
 }
 
 
 def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
     """The wall clock split by cause: the lines of the document's goodput budget (which sum
-    to its wall clock), each with its share of the wall clock as the budget gives it."""
+    to its wall clock), each with its share of the wall clock as the budget gives it (a hang
+    whose start is not printed: at least its line)."""
     lines = [
         (str(line.get("name")), _float(line.get("seconds")), _float(line.get("share")))
         for line in _get(doc, "goodput", "lines") or ()
@@ -293,12 +295,14 @@ def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
     total = sum(s for _, s, _ in shown)
     if total <= 0:
         return ()
+    hang = _get(doc, "goodput", "hang") or {}
+    at_least = {"hang before the ending"} if hang.get("bound") == "at_least" else set()
     return tuple(
         BudgetPart(
             BUDGET_KEYS.get(name, "other"),
             name,
             s,
-            duration(s),
+            ("at least " if name in at_least else "") + duration(s),
             percent(share),
             round(100 * s / total, 3),
         )
