@@ -28,6 +28,9 @@ document and in every output:
                   first traceback line ("traceback"), torchrun's root cause ("launcher");
                   a W&B run's `line` is its record's number
   other_ranks     the other ranks whose failures were read; failure_lines how many lines
+Each entry of `restarts` has `previous_outcome`, the same object for the launch that
+ended before it (decided over the lines between its last record and the next launch's
+first), or null.
 A run with no iteration record is summarised (exit 0) with its outcome and null figures;
 `--fail-on-crash` exits 4 unless the status is completed or stopped. The verdicts begin
 with one on the ending (ENDING_<STATUS>: critical for crashed and hung, warning for killed
