@@ -23,6 +23,7 @@ Among them, in this order:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,53 @@ def progress_of(table: pl.DataFrame, train_iters: int | None, pace_s: float | No
         line_pace_s=pace_s * interval if pace_s else None,
         last_record=(last[3], last[4]) if last[3] is not None and last[4] is not None else None,
     )
+
+
+def launch_endings(
+    table: pl.DataFrame,
+    endings: Endings,
+    train_iters: int | None,
+    pace_s: float | None,
+    files: Sequence[str],
+) -> dict[int, Outcome]:
+    """By segment after the first: how the launch before it ended, decided as `decide`
+    decides a run's ending, over the facts between that launch's last record and this
+    launch's first (in the earlier launch's file; to its end where the next launch is in
+    another file)."""
+    if table.height == 0:
+        return {}
+    later = pl.col("segment").is_first_distinct().not_()
+    interval = table.select(pl.col("interval").filter(later).median()).item() or 1.0
+    bounds = (
+        table.group_by("segment", maintain_order=True)
+        .agg(
+            pl.col("iteration", "timestamp", "source", "line").last(),
+            pl.col("source").first().alias("first_source"),
+            pl.col("line").first().alias("first_line"),
+        )
+        .rows(named=True)
+    )
+    found: dict[int, Outcome] = {}
+    for before, launch in itertools.pairwise(bounds):
+        source, line = before["source"], before["line"]
+        if source is None or line is None:
+            continue
+        until = launch["first_line"] if launch["first_source"] == source else None
+        facts = tuple(
+            f
+            for f in endings.facts
+            if f.source == source and f.line > line and (until is None or f.line < until)
+        )
+        progress = Progress(
+            last_iteration=before["iteration"],
+            train_iters=train_iters,
+            at=before["timestamp"],
+            after={source: line},
+            line_pace_s=pace_s * interval if pace_s else None,
+            last_record=(source, line),
+        )
+        found[launch["segment"]] = decide(Endings(facts), progress, files)
+    return found
 
 
 def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcome:
