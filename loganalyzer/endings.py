@@ -33,6 +33,10 @@ Kinds:
                  `... after receiving SIGTERM`
   clock          any other line that prints a full date and time, among each chunk's last
                  lines: how long a log went on after its last progress
+  progress       a tqdm bar's count on a line that holds ending evidence (detail: iteration,
+                 total): an error glued to a bar (`... 13/620 [01:07<50:20, 4.98s/it][rank0]:
+                 [E1123 ...] ... Watchdog caught ...`) came after that step, whatever the
+                 parser made of the bar
 """
 
 from __future__ import annotations
@@ -170,6 +174,9 @@ _SCHEDULER = re.compile(
     r"(?: DUE (?:TO|to) (?P<reason>[A-Za-z][A-Za-z ]*[A-Za-z]))?[^*]*\*\*\*"
     r"|srun: error: Node failure on (?P<failed>[\w.-]+)"
 )
+# tqdm's `{n}/{total} [{elapsed}<`: the elapsed clock `MM:SS` or `H:MM:SS` (as the HF
+# Trainer's, Lightning's `Epoch 0:   6%|██  | 32040/500150 [6:28:43<94:39:17, ...`).
+_BAR = re.compile(r"(?<![\d/])(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d<")
 _STOP = re.compile(
     r"exiting program (?:after (?P<minutes>[\d.]+) minutes|at iteration (?P<iteration>\d+)"
     r"|after receiving (?P<signal>SIG\w+))"
@@ -226,6 +233,9 @@ def read_endings(lines: Iterable[pl.DataFrame], source: str) -> Endings:
             # a record wrapped at a terminal's width: its next line continues it
             text += rows[index][1]
             index += 1
+        bar = _last_bar(text)
+        if bar is not None:
+            facts.append(EndingFact(source, line, "progress", bar[0][:TEXT_LIMIT], detail=bar[1]))
         for piece in _pieces(text):
             found = _field(piece)
             if found is not None:
@@ -479,6 +489,15 @@ def _held(facts: list[EndingFact]) -> Endings:
         keep.update(indices[:HELD_PER_KIND])
         keep.update(indices[-HELD_PER_KIND:])
     return Endings(tuple(facts[i] for i in sorted(keep)), dict(counts))
+
+
+def _last_bar(text: str) -> tuple[str, dict[str, str | int]] | None:
+    """The last tqdm update on a line (its text, its count and total), or None."""
+    bars = list(_BAR.finditer(text))
+    if not bars:
+        return None
+    found = bars[-1]
+    return found.group(0), {"iteration": int(found.group(1)), "total": int(found.group(2))}
 
 
 def _int(text: str | None) -> int | None:

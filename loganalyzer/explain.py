@@ -1,5 +1,5 @@
 """Why: the causes, goodput budget, MFU waterfall and run health of a loaded run, as the plain
-objects of the summary document (schema loganalyzer.summary/1.1).
+objects of the summary document (schema loganalyzer.summary/1.x).
 
 One place joins the analysis (causes, budget, health) and the FLOPs layer (waterfall), so
 `summary.py` only adds the objects it returns and attaches the causes to its entries.
@@ -16,7 +16,7 @@ import polars as pl
 from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.causes import Causes, attribute
 from loganalyzer.analysis.events import Schedule
-from loganalyzer.analysis.goodput import Goodput, budget
+from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.flops import waterfall
@@ -44,10 +44,11 @@ def explain(
     facts: RunFacts,
     efficiency: Efficiency,
     tokens_per_s: float | None,
+    held: Held | None = None,
 ) -> Explanation:
-    """Causes, budget, waterfall and health of `run`."""
+    """Causes, budget, waterfall and health of `run`; `held`: the hang before its ending."""
     causes = attribute(analysis, run.table, schedule)
-    goodput = budget(analysis, causes, run.table)
+    goodput = budget(analysis, causes, run.table, held)
     median = analysis.step_time_s.median
     shares = waterfall.timer_shares(analysis.long.timers.medians, median * 1000 if median else None)
     steps = waterfall.build(_inputs(run, analysis, facts, efficiency, goodput, shares))
@@ -154,6 +155,7 @@ def _inputs(
         step_ms=median * 1000 if median else None,
         goodput_mfu=mfu_goodput(analysis, efficiency, facts, goodput),
         timers=shares,
+        hang_s=goodput.hang.seconds if goodput.hang and goodput.hang.seconds else 0.0,
     )
 
 

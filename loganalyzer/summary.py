@@ -28,6 +28,9 @@ document and in every output:
                   first traceback line ("traceback"), torchrun's root cause ("launcher");
                   a W&B run's `line` is its record's number
   other_ranks     the other ranks whose failures were read; failure_lines how many lines
+Each entry of `restarts` has `previous_outcome`, the same object for the launch that
+ended before it (decided over the lines between its last record and the next launch's
+first), or null.
 A run with no iteration record is summarised (exit 0) with its outcome and null figures;
 `--fail-on-crash` exits 4 unless the status is completed or stopped. The verdicts begin
 with one on the ending (ENDING_<STATUS>: critical for crashed and hung, warning for killed
@@ -43,10 +46,17 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
+from loganalyzer.analysis.goodput import held_after
 from loganalyzer.analysis.incident_verdicts import judge_incidents
 from loganalyzer.analysis.incidents import find_incidents
 from loganalyzer.analysis.invariants import INVARIANTS, check
-from loganalyzer.analysis.outcome import ENDING_SEVERITY, Outcome, decide, progress_of
+from loganalyzer.analysis.outcome import (
+    ENDING_SEVERITY,
+    Outcome,
+    decide,
+    launch_endings,
+    progress_of,
+)
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
@@ -122,12 +132,12 @@ def build_summary(
         ]
         warnings.append(f"tokens per iteration unknown: pass {' and '.join(missing)}")
     tokens_per_s = tokens / median if tokens and median else None
-    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s)
-    outcome = decide(
-        run.endings,
-        progress_of(run.table, run.get_int("train_iters"), median),
-        [source.path for source in run.sources],
-    )
+    files = [source.path for source in run.sources]
+    progress = progress_of(run.table, run.get_int("train_iters"), median)
+    outcome = decide(run.endings, progress, files)
+    launches = launch_endings(run.table, run.endings, run.get_int("train_iters"), median, files)
+    held = held_after(outcome, progress.line_pace_s)
+    why = explain(run, analysis, schedule, facts, efficiency, tokens_per_s, held)
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
@@ -195,7 +205,15 @@ def build_summary(
         "warmup": [dataclasses.asdict(w) for w in analysis.warmup],
         "slow_steps": _slow_steps(analysis),
         "periodic": [dataclasses.asdict(p) for p in analysis.slow.periodic],
-        "restarts": [dataclasses.asdict(r) for r in analysis.restarts],
+        "restarts": [
+            {
+                **dataclasses.asdict(r),
+                "previous_outcome": _outcome(launches[r.segment], facts.num_gpus)
+                if r.segment in launches
+                else None,
+            }
+            for r in analysis.restarts
+        ],
         "stalls": [dataclasses.asdict(s) for s in analysis.stalls],
         "stragglers": [dataclasses.asdict(s) for s in analysis.stragglers],
         "incidents": [dataclasses.asdict(i) for i in incidents],

@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
 from loganalyzer.analysis.outcome import Progress, decide
 from loganalyzer.cli import main
-from loganalyzer.endings import read_line
+from loganalyzer.endings import candidates, read_endings, read_line
 from loganalyzer.model import EndingFact, Endings
 from tests.conftest import ROOT, assert_golden
 
@@ -22,18 +23,6 @@ TRUTHS = sorted(ENDINGS.glob("*/*.json"))
 
 # Excerpts whose truth the tool does not read right yet, and why (strict: a fix shows).
 NOT_YET = {
-    "cuda_error/trocr_6_hf_bar_glued_device_assert": (
-        "last_iteration: the 0/1620 tqdm bar the assertion is glued to is no record of the"
-        " HF stdout parser"
-    ),
-    "nccl_timeout/llamafactory_2902_hf_bar_glued_torch2": (
-        "last_iteration: the last dict logged is step 10; the bar glued to the watchdog"
-        " line (step 13) is no record"
-    ),
-    "nccl_timeout/pytorch_118369_bar_glued_watchdog_hours": (
-        "last_iteration: the 32040/500150 bar glued to the watchdog line is no record (no"
-        " other HF line: only the launcher parser reads the file)"
-    ),
     "nccl_timeout/vlmr1_257_heartbeat_stuck_wrapped": (
         "the heartbeat record is wrapped at the terminal's width inside `ProcessGroupNCCL's`:"
         " its labelled head (rank 6, line 1) is not rejoined to `watchdog got stuck`"
@@ -274,6 +263,32 @@ def test_a_kill_decides_over_the_errors_it_caused() -> None:
     assert (outcome.status, outcome.reason, outcome.host) == ("killed", "time_limit", None)
 
 
+def test_the_kills_line_that_says_why_gives_the_reason() -> None:
+    # https://github.com/facebookincubator/submitit/issues/1613: the step is cancelled with
+    # no reason, the job DUE TO PREEMPTION after the grace time
+    step = (
+        "slurmstepd: error: *** STEP 37361369.0 ON learnfair5146 CANCELLED AT"
+        " 2021-03-15T17:50:23 ***"
+    )
+    job = (
+        "slurmstepd: error: *** JOB 37361369 ON learnfair5146 CANCELLED AT 2021-03-15T18:00:46"
+        " DUE TO PREEMPTION ***"
+    )
+    error = "RuntimeError: Timed out initializing process group in store based barrier on rank: 0"
+    outcome = decide(_facts(step, job), _progress(), ["run.log"])
+    assert (outcome.status, outcome.reason, outcome.evidence[0].line) == (
+        "killed",
+        "preempted",
+        101,
+    )
+    # the errors the kill caused, between its two lines, are still its consequences
+    outcome = decide(_facts(step, error, job), _progress(), ["run.log"])
+    assert (outcome.status, outcome.reason) == ("killed", "preempted")
+    # another job's reason is not this kill's
+    outcome = decide(_facts(step, job.replace("37361369", "37361370")), _progress(), ["run.log"])
+    assert (outcome.reason, outcome.evidence[0].line) == ("cancelled", 100)
+
+
 def test_before_the_progress_is_an_earlier_launchs_ending() -> None:
     outcome = decide(
         _facts("[rank3]: torch.OutOfMemoryError: CUDA out of memory."),
@@ -286,6 +301,33 @@ def test_before_the_progress_is_an_earlier_launchs_ending() -> None:
 def test_the_iteration_total_reached_is_a_completed_run() -> None:
     outcome = decide(Endings(), _progress(last=1000, total=1000), ["run.log"])
     assert (outcome.status, outcome.reason) == ("completed", "train_iters_reached")
+
+
+def _read_lines(*lines: str) -> Endings:
+    frame = pl.DataFrame({"line": range(101, 101 + len(lines)), "text": list(lines)})
+    return read_endings([candidates(frame)], "run.log")
+
+
+def test_a_bar_glued_to_an_error_is_the_step_it_came_after() -> None:
+    # https://github.com/hiyouga/LlamaFactory/issues/2902 (comment by CaiJichang212): the
+    # watchdog line starts on the tqdm bar's line; the last logged dict was step 10
+    glued = (
+        "  2%|\u258f         | 13/620 [01:07<50:20,  4.98s/it][rank0]:[E1123 00:52:57.664949121"
+        " ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout:"
+        " WorkNCCL(SeqNum=1516, OpType=ALLREDUCE, NumelIn=25427968, NumelOut=25427968,"
+        " Timeout(ms)=600000) ran for 600017 milliseconds before timing out."
+    )
+    outcome = decide(_read_lines(glued), _progress(last=10, total=620, line=100), ["run.log"])
+    assert (outcome.reason, outcome.last_iteration) == ("nccl_timeout", 13)
+    # the bar alone, before the error, is no ending
+    assert [f.kind for f in _read_lines(glued).facts] == ["progress", "nccl"]
+    # an evaluation's bar (another total than the run's) is not the training loop's
+    evaluating = glued.replace("13/620", "40/125")
+    outcome = decide(_read_lines(evaluating), _progress(last=10, total=620, line=100), ["run.log"])
+    assert outcome.last_iteration == 10
+    # a bar behind the last record says nothing new
+    outcome = decide(_read_lines(glued), _progress(last=20, total=620, line=100), ["run.log"])
+    assert outcome.last_iteration == 20
 
 
 # --- end to end ---------------------------------------------------------------------------

@@ -322,6 +322,9 @@ def planted(draw: st.DrawFn) -> Planted:
     lines.append(f"cloning https://alice:{url}@git.example.com/team/megatron.git")
     secrets.append(Secret(url, (url,)))
     token, password, pem = draw(piece), draw(piece), draw(shaped_tokens())
+    named = spelled(draw(st.sampled_from(CREDENTIAL_NAMES)), draw(st.sampled_from(STYLES)))
+    if named.upper() == "PWD":
+        named = "pwd"  # `PWD` is among the look-alikes below (the shell's, a path)
     wandb_config: dict[str, object] = {
         "num_layers": 4,
         "hidden_size": 256,
@@ -329,14 +332,11 @@ def planted(draw: st.DrawFn) -> Planted:
         "hub": {"token": token, "url": f"https://alice:{password}@h.example.com/x"},
         "deploy": [{"key_file": pem.written}],
         "ssh_private_key": pem.written,
-        spelled(draw(st.sampled_from(CREDENTIAL_NAMES)), draw(st.sampled_from(STYLES))): draw(
-            piece
-        ),
+        named: draw(piece),
         **{k: v for k, v in LOOK_ALIKES.items() if not isinstance(v, bool)},
     }
     secrets += [Secret(token, (token,)), Secret(password, (password,)), pem]
-    last = list(wandb_config)[6]
-    secrets.append(Secret(str(wandb_config[last]), (str(wandb_config[last]),)))
+    secrets.append(Secret(str(wandb_config[named]), (str(wandb_config[named]),)))
     environment = {"WANDB_API_KEY": draw(piece), "HF_TOKEN": draw(piece)}
     secrets += [Secret(v, (v,)) for v in environment.values()]
     # the environment's values are printed by the log too (an `env` dump)

@@ -154,7 +154,7 @@ def test_detection_of_near_matching_heads_is_fast(parser: str, tmp_path: Path) -
             line = worst_lines(source)[kind]
             path = tmp_path / "head.log"
             path.write_text(line)
-            start = time.perf_counter()
+            start = time.process_time()
             detect(path)
-            took = time.perf_counter() - start
+            took = time.process_time() - start
             assert took < WELL_UNDER_A_SECOND, f"{parser}.detect, {name} {kind}: {took:.2f} s"

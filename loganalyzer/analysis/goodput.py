@@ -16,6 +16,10 @@ beyond the step times and the stalls is "untimed gaps". A segment's clock is nev
 what it holds (its step times, iterations not in the log and stalls: timestamps printed to
 the second can span a little less), so no line is negative, and the items sum to the wall
 clock exactly.
+
+A run that ended long after its last progress held its GPUs meanwhile: a hang before a
+kill, a time limit, an NCCL watchdog (see `held_after`). The wall clock then reaches the
+ending event, and that time is the line "hang before the ending".
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import polars as pl
 from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
 from loganalyzer.analysis.clocks import resolution_of
+from loganalyzer.analysis.outcome import Outcome
 from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 # Budget lines in display order; a cause kind maps to one of them.
 PRODUCTIVE = "productive steady steps"
 UNLOGGED = "iterations not in the log"
+HANG = "hang before the ending"
 LINES = (
     PRODUCTIVE,
     "start-up",
@@ -50,7 +56,12 @@ LINES = (
     "redone work",
     UNLOGGED,
     "untimed gaps",
+    HANG,
 )
+# Endings that can come long after the last progress with the GPUs held: not a run's own end
+# (`completed`, `stopped`: a final save or evaluation is the framework's work) nor a log that
+# just stops (`unknown`: no ending event).
+HELD_ENDINGS = frozenset({"hung", "killed", "crashed"})
 LINE_OF_CAUSE = {
     "checkpoint_save": "checkpoint saves",
     "evaluation": "evaluation",
@@ -69,6 +80,53 @@ class BudgetLine:
 
 
 @dataclass(frozen=True)
+class Held:
+    """Time from the last progress to the ending. `seconds` is the budget line (None: unknown,
+    `note` says why), `bound` "exact" or "at_least" (the hang began before the first line
+    timed after the last progress, or an NCCL collective ran at least that long), and
+    `extends_s` what it adds to the wall clock: the line plus the log interval in flight."""
+
+    seconds: float | None
+    bound: str | None
+    extends_s: float
+    note: str | None
+
+
+def held_after(outcome: Outcome, line_pace_s: float | None) -> Held | None:
+    """The hang before the ending of a hung, killed or crashed run. The rule: the time from
+    the last progress to the ending event (`outcome.hang_s`; else, for an NCCL timeout, the
+    time its collective ran, at least) beyond one log interval at the steady pace counts as
+    held without progress (within one interval the next record was still to come). The
+    wall clock grows by all of it, the interval in flight going to "untimed gaps". Where no
+    such time is known, for a hang, a kill or an NCCL timeout the hang is said to be
+    unknown, not guessed: a note and no line."""
+    if outcome.status not in HELD_ENDINGS or outcome.last_iteration is None:
+        return None  # no progress: no budget to extend
+    hang, bound = outcome.hang_s, outcome.hang_bound
+    ran = (outcome.collective or {}).get("ran_ms")
+    if hang is None and isinstance(ran, int):
+        hang, bound = ran / 1000, "at_least"
+    if hang is None:
+        if outcome.status == "crashed" and outcome.reason != "nccl_timeout":
+            return None
+        where = f"iteration {outcome.last_iteration:,}"
+        return Held(
+            None,
+            None,
+            0.0,
+            f"time from the last progress ({where}) to the ending unknown: no time printed "
+            "after the last progress"
+            if outcome.at is None
+            else f"time from the last progress ({where}) to the ending ({outcome.at}) "
+            "unknown: the iteration lines carry no time and nothing after them has one",
+        )
+    interval = line_pace_s or 0.0
+    if hang <= interval:
+        return None
+    return Held(hang - interval, bound, hang, None)
+
+
+@dataclass(frozen=True)
 class Goodput:
     """The budget; `lines` sum to `wall_s`. `goodput` is the productive share of the wall
     clock the log covers (iterations not in the log left out: they are unknown, not lost)."""
@@ -79,6 +137,7 @@ class Goodput:
     goodput: float | None
     summary: str
     beyond_clock: UnloggedExcess | None
+    hang: Held | None = None
 
     @property
     def covered_s(self) -> float:
@@ -87,9 +146,12 @@ class Goodput:
         return self.wall_s - unlogged
 
 
-def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
+def budget(
+    analysis: Analysis, causes: Causes, table: pl.DataFrame, held: Held | None = None
+) -> Goodput:
     """The goodput budget of a run from its analysis, its causes and its per-iteration
-    `table` (start-up timers from `analysis.long`)."""
+    `table` (start-up timers from `analysis.long`), the wall clock reaching the ending
+    where the run `held` its GPUs after its last progress (`held_after`)."""
     seconds = dict.fromkeys(LINES, 0.0)
     time = analysis.time
     gaps = {r.segment: r.gap_s for r in analysis.restarts}
@@ -124,6 +186,10 @@ def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
     untimed = max(0.0, clock_s - time.logged_s - unlogged_s - time.stalls_s)
     seconds["untimed gaps"] += untimed
     wall = outside + clock_s + time.restart_gaps_s
+    if held is not None and held.seconds is not None:
+        seconds[HANG] = held.seconds
+        seconds["untimed gaps"] += held.extends_s - held.seconds
+        wall += held.extends_s
     lines = tuple(
         BudgetLine(name, value, value / wall if wall > 0 else None)
         for name, value in seconds.items()
@@ -135,8 +201,9 @@ def budget(analysis: Analysis, causes: Causes, table: pl.DataFrame) -> Goodput:
         wall_clock=clock.how,
         lines=lines,
         goodput=share,
-        summary=_summary(covered, lines, share),
+        summary=_summary(covered, lines, share, held),
         beyond_clock=clock.beyond,
+        hang=held,
     )
 
 
@@ -290,7 +357,14 @@ def _excess(gaps: pl.DataFrame | None) -> UnloggedExcess | None:
     )
 
 
-def _summary(covered: float, lines: tuple[BudgetLine, ...], share: float | None) -> str:
+def _bounded(line: BudgetLine, bound: str | None) -> str:
+    return "at least " if line.name == HANG and bound == "at_least" else ""
+
+
+def _summary(
+    covered: float, lines: tuple[BudgetLine, ...], share: float | None, held: Held | None
+) -> str:
+    bound = held.bound if held else None
     if covered <= 0:
         return "No wall-clock time was logged."
     badput = sorted(
@@ -298,7 +372,9 @@ def _summary(covered: float, lines: tuple[BudgetLine, ...], share: float | None)
         key=lambda line: -line.seconds,
     )
     listed = ", ".join(
-        f"{line.name} {duration(line.seconds)} ({percent(line.share)})" for line in badput[:3]
+        f"{line.name} {_bounded(line, bound)}{duration(line.seconds)} ({percent(line.share)})"
+        for line in badput[:3]
     )
     text = f"Goodput {percent(share)} of the {duration(covered)} the log covers"
-    return text + (f"; largest losses: {listed}." if listed else "; no time lost.")
+    text += f"; largest losses: {listed}." if listed else "; no time lost."
+    return text + (f" The {HANG}: {held.note}." if held and held.note else "")

@@ -23,6 +23,7 @@ Among them, in this order:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,10 +156,58 @@ def progress_of(table: pl.DataFrame, train_iters: int | None, pace_s: float | No
     )
 
 
+def launch_endings(
+    table: pl.DataFrame,
+    endings: Endings,
+    train_iters: int | None,
+    pace_s: float | None,
+    files: Sequence[str],
+) -> dict[int, Outcome]:
+    """By segment after the first: how the launch before it ended, decided as `decide`
+    decides a run's ending, over the facts between that launch's last record and this
+    launch's first (in the earlier launch's file; to its end where the next launch is in
+    another file)."""
+    if table.height == 0:
+        return {}
+    later = pl.col("segment").is_first_distinct().not_()
+    interval = table.select(pl.col("interval").filter(later).median()).item() or 1.0
+    bounds = (
+        table.group_by("segment", maintain_order=True)
+        .agg(
+            pl.col("iteration", "timestamp", "source", "line").last(),
+            pl.col("source").first().alias("first_source"),
+            pl.col("line").first().alias("first_line"),
+        )
+        .rows(named=True)
+    )
+    found: dict[int, Outcome] = {}
+    for before, launch in itertools.pairwise(bounds):
+        source, line = before["source"], before["line"]
+        if source is None or line is None:
+            continue
+        until = launch["first_line"] if launch["first_source"] == source else None
+        facts = tuple(
+            f
+            for f in endings.facts
+            if f.source == source and f.line > line and (until is None or f.line < until)
+        )
+        progress = Progress(
+            last_iteration=before["iteration"],
+            train_iters=train_iters,
+            at=before["timestamp"],
+            after={source: line},
+            line_pace_s=pace_s * interval if pace_s else None,
+            last_record=(source, line),
+        )
+        found[launch["segment"]] = decide(Endings(facts), progress, files)
+    return found
+
+
 def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcome:
     """The outcome from the facts after the last progress (see the module docstring);
     `files` in the run's order, to tell which file's first failure came first."""
     tail = [f for f in endings.facts if f.line > progress.after.get(f.source, 0)]
+    progress = _with_bar(progress, tail)
     failures = [f for f in tail if _is_failure(f)]
     first_failure = _earliest(_first(failures, files), failures)
     scheduler = _first([f for f in tail if f.kind == "scheduler"], files) or _first(
@@ -178,7 +227,7 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     ):
         return _crashed(first_failure, failures, tail, progress)
     if scheduler is not None and not _before(done, scheduler):
-        return _killed(scheduler, tail, progress)
+        return _killed(_with_reason(scheduler, tail), tail, progress)
     if stop is not None:
         how = str(stop.detail.get("how"))
         return _outcome("stopped", how, stop, tail, progress)
@@ -193,6 +242,42 @@ def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcom
     if launcher is not None:
         return _launcher_ending(launcher, tail, progress)
     return _unknown(tail, progress)
+
+
+def _with_bar(progress: Progress, tail: list[EndingFact]) -> Progress:
+    """The progress a bar glued to an ending line shows, past the last record: the step the
+    error came after. A bar of another total than the run's (an evaluation's, a data
+    loader's) is not the training loop's."""
+    counts = [
+        int(f.detail["iteration"])
+        for f in tail
+        if f.kind == "progress"
+        and (progress.train_iters is None or f.detail.get("total") == progress.train_iters)
+    ]
+    if not counts:
+        return progress
+    last = max(counts)
+    if progress.last_iteration is not None and last <= progress.last_iteration:
+        return progress
+    return dataclasses.replace(progress, last_iteration=last)
+
+
+def _with_reason(first: EndingFact, tail: list[EndingFact]) -> EndingFact:
+    """The line of the first kill that says why: slurm prints a STEP and a JOB line for one
+    kill, in either order and minutes apart, and only one may say `DUE TO` (a preemption
+    cancels the step first, then the job `DUE TO PREEMPTION` after its grace time)."""
+    if first.kind != "scheduler" or "reason" in first.detail:
+        return first
+    job = str(first.detail.get("job", "")).split(".")[0]
+    said = [
+        f
+        for f in tail
+        if f.kind == "scheduler"
+        and f.source == first.source
+        and "reason" in f.detail
+        and str(f.detail.get("job", "")).split(".")[0] == job
+    ]
+    return said[0] if said else first
 
 
 def _launcher_first(tail: list[EndingFact], files: Sequence[str]) -> EndingFact | None:

@@ -1,6 +1,6 @@
 """The one place that reads a summary document (and its run) into a fleet row.
 
-Time comes from the document's goodput budget (`goodput`, schema loganalyzer.summary/1.1),
+Time comes from the document's goodput budget (`goodput`, schema loganalyzer.summary/1.x),
 read only in `budget_seconds`: its lines sum to the wall clock exactly, so the fleet's figures
 are the run's own:
 

@@ -14,8 +14,9 @@ exactly. A step is listed only where the run's facts allow it:
 4. recomputation: work the hardware redoes, `MFU/HFU`;
 5. kernel efficiency and everything unmeasured: what remains to the steady MFU;
 6. slow steps, warm-up, stalls and noise: overall MFU (mean pace) over steady MFU (median);
-7. restarts, start-up and untimed gaps: goodput MFU (unique iterations over the wall clock)
-   over overall MFU.
+7. restarts, start-up and untimed gaps (and the hang before the ending, where the run held
+   its GPUs after its last progress: the wall clock reaches the ending): goodput MFU (unique
+   iterations over the wall clock) over overall MFU.
 
 When the model shape is unknown but the framework printed its TFLOPS, the steady MFU is the
 printed figure over the peak, labelled as such.
@@ -32,6 +33,7 @@ import polars as pl
 from loganalyzer.analysis.causes import DATA_PHASES
 from loganalyzer.analysis.phases import OUTSIDE_STEP, parent_of
 
+LAST_STEP = "restarts, start-up and untimed gaps"
 COMMUNICATION = re.compile(r"recv|send|all-?reduce|all-?gather|reduce-scatter|grads-sync|comm")
 
 
@@ -49,6 +51,7 @@ class Inputs:
     step_ms: float | None
     goodput_mfu: float | None
     timers: pl.DataFrame = field(default_factory=pl.DataFrame)
+    hang_s: float = 0.0  # the budget's hang before the ending, which the last step includes
 
 
 @dataclass(frozen=True)
@@ -168,8 +171,9 @@ def build(inputs: Inputs) -> Waterfall:
         steps[-1] = _exact(steps[-1], inputs.mfu_overall)
         value, label = inputs.mfu_overall, "overall MFU (all logged step time)"
         if inputs.goodput_mfu is not None:
+            hang = " and the hang before the ending" if inputs.hang_s > 0 else ""
             add(
-                "restarts, start-up and untimed gaps",
+                f"restarts, start-up, untimed gaps{hang}" if hang else LAST_STEP,
                 "goodput MFU / overall MFU",
                 {"mfu_goodput": inputs.goodput_mfu, "mfu_overall": inputs.mfu_overall},
                 inputs.goodput_mfu / inputs.mfu_overall,

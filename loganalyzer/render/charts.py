@@ -26,6 +26,8 @@ ACCENT = "#1f5f99"
 INK = "#344054"
 MUTED = "#98a2b3"
 SHADE = "rgba(152,162,179,0.22)"
+# the report's colour for a critical verdict (report.css --critical): the ending's mark
+ALERT = "#b42318"
 WARMUP_SHADE = "rgba(132,173,207,0.22)"
 # Incidents (loss spikes, NaN values, ...) on the training curves.
 INCIDENT_SHADE = "rgba(217,45,32,0.18)"
@@ -152,6 +154,34 @@ def _spans(facts: ChartFacts) -> list[dict[str, Any]]:
     return shapes
 
 
+def _vline(x: float, colour: str, dash: str) -> dict[str, Any]:
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": colour, "width": 1.5, "dash": dash},
+    }
+
+
+def _vlabel(x: float, text: str) -> dict[str, Any]:
+    """A label at the top of a vertical line (plotly escapes nothing: the text is escaped)."""
+    return {
+        "x": x,
+        "xref": "x",
+        "y": 1,
+        "yref": "paper",
+        "text": html.escape(text),
+        "showarrow": False,
+        "xanchor": "right",
+        "yanchor": "bottom",
+        "font": {"size": 11, "color": ALERT},
+    }
+
+
 def _band(start: float, end: float, colour: str) -> dict[str, Any]:
     return {
         "type": "rect",
@@ -222,14 +252,27 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
         traces.append(_legend_box("sustained slowdown", SHADE))
     if facts.boundaries:
         traces.append(legend_line("restart", INK, "dot"))
+    annotations = []
+    if facts.ending is not None:
+        shapes.append(_vline(facts.ending.iteration, ALERT, "dashdot"))
+        annotations.append(_vlabel(facts.ending.iteration, facts.ending.label))
+        traces.append(legend_line(f"ending: {facts.ending.label}", ALERT, "dashdot"))
+    layout = base_layout("seconds per iteration", shapes=shapes)
+    if annotations:
+        layout["annotations"] = annotations
     return Chart(
         "chart-step-time",
         "Step time over iterations",
         "Each point is a logged record (its average over the iterations it covers). The "
         "dashed line is the steady pace; marked points are the slow steps the tables list; "
         "dotted lines are restarts; shaded ranges are warm-up, redone work and sustained "
-        "slowdowns.",
-        {"data": traces, "layout": base_layout("seconds per iteration", shapes=shapes)},
+        "slowdowns."
+        + (
+            " The red dash-dotted line marks how the run ended, at its last iteration."
+            if facts.ending is not None
+            else ""
+        ),
+        {"data": traces, "layout": layout},
     )
 
 

@@ -144,3 +144,74 @@ def evidence_lines(outcome: Mapping[str, Any]) -> list[str]:
         f"{item['file']}:{item['line']}: {evidence_text(item)}"
         for item in outcome.get("evidence") or []
     ]
+
+
+# A launch's ending as the object of "after ...": the status's noun phrase.
+_LAUNCH_ENDING = {
+    "hung": "a hang",
+    "killed": "a kill",
+    "stopped": "a clean stop",
+    "completed": "the launch's end",
+    "unknown": "an unknown ending",
+}
+# A crash's reason as a noun phrase (an exception's class is named after it).
+_CRASH = {
+    "oom": "an out-of-memory",
+    "nccl_timeout": "an NCCL timeout",
+    "nan": "a NaN",
+    "cuda_error": "a CUDA error",
+}
+
+
+def launch_ending(outcome: Mapping[str, Any] | None) -> str:
+    """How a launch that a restart followed ended, as the object of "after": "an NCCL
+    timeout on rank 5 (`_ALLGATHER_BASE`)", "an out-of-memory on rank 3 at node-7
+    (OutOfMemoryError)", "a kill by slurm's time limit", "an unknown ending"."""
+    if outcome is None:
+        return _LAUNCH_ENDING["unknown"]
+    status, reason = outcome["status"], outcome.get("reason")
+    exception = outcome.get("exception")
+    if status == "crashed":
+        if reason in _CRASH:
+            words = _CRASH[reason] + _on_rank(outcome)
+            collective = outcome.get("collective") or {}
+            detail = f"`{collective['op']}`" if collective.get("op") else exception
+            return f"{words} ({detail})" if detail else words
+        if reason == "signal":
+            return f"a crash on {_signal(outcome) or 'a signal'}{_on_rank(outcome)}"
+        return f"a crash{_on_rank(outcome)}{f' ({exception})' if exception else ''}"
+    if status in ("hung", "killed") and reason is not None:
+        return f"{_LAUNCH_ENDING[status]} by {_cause(outcome)}"
+    if status == "stopped" and reason is not None:
+        return f"a clean stop ({REASON.get(reason, reason)})"
+    return _LAUNCH_ENDING.get(status, _LAUNCH_ENDING["unknown"])
+
+
+def _on_rank(outcome: Mapping[str, Any]) -> str:
+    """ " on rank 3 at node-7": `_on` without its parentheses, which a detail follows."""
+    rank, host = outcome.get("rank"), outcome.get("host")
+    where = f" on rank {rank}" if rank is not None else ""
+    return f"{where} at {host}" if host else where
+
+
+def restart_sentence(restart: Mapping[str, Any]) -> str:
+    """ "restart at iteration 1,000 after an NCCL timeout on rank 5 (`_ALLGATHER_BASE`) at
+    iteration 1,530: 530 iterations redone"."""
+    return (
+        f"restart at iteration {restart['resumed_at']:,} after "
+        f"{launch_ending(restart.get('previous_outcome'))} at iteration "
+        f"{restart['after_iteration']:,}: {plural(restart['lost_iterations'], 'iteration')} "
+        "redone"
+    )
+
+
+def chart_label(outcome: Mapping[str, Any]) -> str:
+    """The ending as the charts mark it: its status and what it was ("crashed:
+    OutOfMemoryError", "killed: time limit", "hung: cancelled", "unknown: the log stops")."""
+    status, reason = outcome["status"], outcome.get("reason")
+    if status == "unknown":
+        return "unknown: the log stops"
+    if status in ("killed", "hung") and reason is not None and reason != "signal":
+        return f"{status}: {reason.replace('_', ' ')}"  # "killed: time limit", "hung: cancelled"
+    what = outcome.get("exception") or (_cause(outcome) if reason else None)
+    return f"{status}: {what}" if what else status

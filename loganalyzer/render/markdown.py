@@ -61,6 +61,9 @@ def render_markdown(view: ReportView) -> str:
             f"| {row.kind} | {row.iterations} | {_cell(row.size)} | {row.recovery} |"
             for row in view.incidents
         ]
+    if view.restart_sentences:
+        lines += ["", "**Restarts**", ""]
+        lines += [f"- {_cell(sentence)}" for sentence in view.restart_sentences]
     lines += ["", "**Where the time went**", ""]
     if view.budget:
         lines += ["| cause | time | share |", "|---|--:|--:|"]

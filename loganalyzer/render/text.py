@@ -6,7 +6,7 @@ from typing import Any
 
 from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_label
-from loganalyzer.render.ending import ending_sentence, evidence_lines
+from loganalyzer.render.ending import ending_sentence, evidence_lines, restart_sentence
 from loganalyzer.render.escape import terminal_safe
 from loganalyzer.render.numbers import (
     TIMES,
@@ -213,10 +213,7 @@ def _time_section(doc: dict[str, Any]) -> list[str]:
     for restart in doc["restarts"]:
         gap = duration(restart["gap_s"]) if restart["gap_s"] is not None else UNKNOWN
         lines.append(
-            f"  restart after iteration {restart['after_iteration']}, resumed at "
-            f"{restart['resumed_at']}: gap {gap}, "
-            f"{plural(restart['lost_iterations'], 'iteration')} redone, "
-            f"{duration(restart['lost_s'])} lost"
+            f"  {restart_sentence(restart)}, gap {gap}, {duration(restart['lost_s'])} lost"
         )
     return lines
 

@@ -21,7 +21,13 @@ from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts
 from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_legend, pace_note
-from loganalyzer.render.ending import ending_sentence, evidence_text
+from loganalyzer.render.ending import (
+    chart_label,
+    ending_sentence,
+    evidence_text,
+    launch_ending,
+    restart_sentence,
+)
 from loganalyzer.render.loglines import read_lines
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
 from loganalyzer.render.viewmodel import (
@@ -30,6 +36,7 @@ from loganalyzer.render.viewmodel import (
     ChartFacts,
     ConfigRow,
     Ending,
+    EndingMark,
     Figure,
     Identity,
     IncidentRow,
@@ -111,6 +118,7 @@ def build_view(
         warnings=tuple(clip(str(w)) for w in doc.get("warnings") or ()),
         incidents=incident_rows(doc, run if quotes else None),
         ending=ending_view(doc),
+        restart_sentences=tuple(restart_sentence(r) for r in doc.get("restarts") or ()),
     )
 
 
@@ -279,12 +287,14 @@ BUDGET_KEYS = {
     "redone work": "redone",
     "iterations not in the log": "unlogged",
     "untimed gaps": "stalls",
+    "hang before the ending": "hang",
 }
 
 
 def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
     """The wall clock split by cause: the lines of the document's goodput budget (which sum
-    to its wall clock), each with its share of the wall clock as the budget gives it."""
+    to its wall clock), each with its share of the wall clock as the budget gives it (a hang
+    whose start is not printed: at least its line)."""
     lines = [
         (str(line.get("name")), _float(line.get("seconds")), _float(line.get("share")))
         for line in _get(doc, "goodput", "lines") or ()
@@ -293,12 +303,14 @@ def time_budget(doc: Mapping[str, Any]) -> tuple[BudgetPart, ...]:
     total = sum(s for _, s, _ in shown)
     if total <= 0:
         return ()
+    hang = _get(doc, "goodput", "hang") or {}
+    at_least = {"hang before the ending"} if hang.get("bound") == "at_least" else set()
     return tuple(
         BudgetPart(
             BUDGET_KEYS.get(name, "other"),
             name,
             s,
-            duration(s),
+            ("at least " if name in at_least else "") + duration(s),
             percent(share),
             round(100 * s / total, 3),
         )
@@ -421,7 +433,18 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
         boundaries=tuple(boundaries),
         flagged=tuple(m.iteration for m in markers),
         incidents=_incident_spans(doc),
+        ending=_ending_mark(doc),
     )
+
+
+def _ending_mark(doc: Mapping[str, Any]) -> EndingMark | None:
+    """Where the chart marks the ending: at its last iteration, unless the run completed
+    (the end of its line says that) or has no iteration."""
+    outcome = doc.get("outcome")
+    if not outcome or outcome.get("status") == "completed":
+        return None
+    last = outcome.get("last_iteration")
+    return EndingMark(last, chart_label(outcome)) if isinstance(last, int) else None
 
 
 def _incident_spans(doc: Mapping[str, Any]) -> tuple[Span, ...]:
@@ -586,6 +609,7 @@ def _restarts(doc: Mapping[str, Any]) -> tuple[Row, ...]:
                 f"{number(r.get('lost_iterations'), ',d')}",
                 _duration_or(_float(r.get("redone_s")), UNKNOWN),
                 duration(_float(r.get("lost_s")) or 0.0),
+                launch_ending(r.get("previous_outcome")),
             )
         )
         for r in doc.get("restarts") or ()

@@ -113,6 +113,15 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class EndingMark:
+    """The run's ending as the step-time chart marks it: a vertical line at its last
+    iteration, labelled with its status and what it was ("crashed: OutOfMemoryError")."""
+
+    iteration: int
+    label: str
+
+
+@dataclass(frozen=True)
 class Span:
     """An iteration range the charts shade (a sustained slowdown, redone work)."""
 
@@ -138,6 +147,7 @@ class ChartFacts:
     boundaries: tuple[int, ...]
     flagged: tuple[int, ...]
     incidents: tuple[Span, ...] = ()
+    ending: EndingMark | None = None
 
 
 @dataclass(frozen=True)
@@ -178,3 +188,5 @@ class ReportView:
     warnings: tuple[str, ...]
     incidents: tuple[IncidentRow, ...] = ()
     ending: Ending | None = None
+    # each restart in words: "restart at iteration 1,000 after an NCCL timeout on rank 5..."
+    restart_sentences: tuple[str, ...] = ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loganalyzer.analysis.goodput import HANG
 from loganalyzer.render.numbers import TIMES, duration, number, percent
 
 LISTED = 5
@@ -71,9 +72,17 @@ def _goodput(goodput: dict[str, Any]) -> list[str]:
         if line["seconds"] is None or abs(line["seconds"]) >= 0.0005
     ]
     width = max((len(line["name"]) for line in shown), default=0)
-    for line in shown:
-        seconds = number(line["seconds"], ",.1f", " s")
-        lines.append(f"  {line['name']:<{width}}  {seconds:>12}  {percent(line['share']):>7}")
+    at_least = (goodput.get("hang") or {}).get("bound") == "at_least"
+    cells = [
+        ("at least " if at_least and line["name"] == HANG else "")
+        + number(line["seconds"], ",.1f", " s")
+        for line in shown
+    ]
+    span = max((len(cell) for cell in cells), default=0)
+    for line, seconds in zip(shown, cells, strict=True):
+        lines.append(
+            f"  {line['name']:<{width}}  {seconds:>{max(12, span)}}  {percent(line['share']):>7}"
+        )
     lines.append(f"  {goodput['summary']}")
     return lines
 

@@ -32,7 +32,8 @@ from loganalyzer.sources import is_probably_binary, read_head
 # inside other text.
 STDOUT_MARKERS = re.compile(
     r"(?:^[ \t]*|^[ \t]*[\w.-]+: |\]:|\] |>> | - |(?:it/s|s/it)\])"
-    r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': )",
+    r"(?:\*\*\*\*\* Running training \*\*\*\*\*|\{'(?:loss|train_runtime|eval_loss)': "
+    r"|TrainOutput\(global_step=\d)",
     re.M,
 )
 # One of these is in every match of STDOUT_MARKERS: found with `in` first, because the
@@ -42,6 +43,7 @@ STDOUT_LITERALS = (
     "{'loss': ",
     "{'train_runtime': ",
     "{'eval_loss': ",
+    "TrainOutput",
 )
 # The Trainer's training bar: tqdm with no description (`  3%|▎   | 6/200 [00:05<02:51, ...`),
 # at the start of a line or after a carriage return (`\r`, or `^M` as text copied from a

@@ -58,7 +58,10 @@ SAVE = r"Saving model checkpoint to .*checkpoint-(\d+)"
 TQDM_START = r"\s*\d{1,3}%(?:\||\s\d+/\d+ \[)"
 RECORD_START = r"\[default\d+\]:|\[rank\d+\]:|\{'|" + TQDM_START
 
-DICT = r"^(?:[\w.-]+: )?\{'([\w/().%-]+)': "  # pdsh prefixes a node's lines with `host: `
+# pdsh prefixes a node's lines with `host: `; `trainer.train()`'s return value, printed (a
+# notebook's cell), holds the final metrics: `TrainOutput(global_step=250, training_loss=1.37,
+# metrics={'train_runtime': 335.085, ...})`.
+DICT = r"^(?:[\w.-]+: |TrainOutput\(global_step=\d+, [^{]*metrics=)?\{'([\w/().%-]+)': "
 # A key and its value as printed: a Python literal (`0.5`, transformers 5's `'0.3713'`), or
 # what some loggers print in its place (`'train_runtime': 298.36s`, TRL examples).
 PAIR = r"'([^']+)': ('[^']*'|[^,}'\s][^,}]*)"
@@ -291,6 +294,12 @@ def _facts(pieces: pl.DataFrame) -> pl.DataFrame:
                     "line",
                     key=pl.lit("padded_vocab_size"),
                     value=pl.col("text").str.extract(PADDED_VOCAB),
+                ),
+                # the steps `trainer.train()` returned, printed: `TrainOutput(global_step=250, ...`
+                pieces.select(
+                    "line",
+                    key=pl.lit("global_step"),
+                    value=pl.col("text").str.extract(TRAIN_OUTPUT),
                 ),
                 # ms-swift's counter states the run's total: `'global_step/max_steps': '5/16'`
                 pieces.select(
