@@ -73,11 +73,19 @@ def _ended(
 ROWS = [
     _row("a-oom", **_ended("crashed", "oom", rank=3, host="node-007", message=OOM)),
     _row("b-nccl", **_ended("crashed", "nccl_timeout", rank=17, host="node-007", message=NCCL)),
-    # 64 GPUs hung 7 h 45 min before slurm's time limit: 496 GPU-hours
+    # 64 GPUs hung 7 h 45 min before slurm's time limit: 496 GPU-hours, in its budget
     _row(
         "c-hung",
         **_ended(
-            "hung", "time_limit", message=SLURM, gpus=64, hang_s=27900.0, lost_hang=496.0, last=900
+            "hung",
+            "time_limit",
+            message=SLURM,
+            gpus=64,
+            hang_s=27900.0,
+            lost_hang=496.0,
+            last=900,
+            wall_h=2.0 + 7.75,
+            lost_h=0.5 + 7.75,
         ),
     ),
     _row("d-abort", **_ended("crashed", "signal", rank=17, host="node-012", message=SIGABRT)),
@@ -139,8 +147,8 @@ def test_fleet_json_counts_runs_and_gpu_hours_by_ending_and_reason(tmp_path: Pat
     assert fleet["totals"]["lost_hang_gpu_hours"] == pytest.approx(496.0)
     counts = {k: fleet["totals"][k] for k in ("runs", "analysed", "not_read", "no_iterations")}
     assert counts == {"runs": 10, "analysed": 8, "not_read": 1, "no_iterations": 1}
-    # the hang is beyond the logs' wall clock: not in the budget's lost GPU-hours
-    assert fleet["totals"]["lost_gpu_hours"] == pytest.approx(6 * 4.0 + 32.0 + 1.0)
+    # the hang is a line of the budget: in its lost GPU-hours
+    assert fleet["totals"]["lost_gpu_hours"] == pytest.approx(6 * 4.0 + 528.0 + 1.0)
 
 
 def test_recurring_ranks_and_hosts_are_those_of_two_failed_runs(tmp_path: Path) -> None:
@@ -183,11 +191,11 @@ def test_fleet_text_says_endings_gpu_hours_recurring_ranks_and_failures(tmp_path
     text = _fleet(str(_dataset(tmp_path))).stdout
     assert (
         "Fleet of 10 runs (8 analysed, 1 with no iteration, 1 not read, 8 failed):"
-        " 240.0 GPU-hours, 57.0 lost, and 496.0 held by hangs before their endings"
+        " 736.0 GPU-hours, 553.0 lost (496.0 of it hung before the ending)"
     ) in text
     lines = text.splitlines()
     [hung] = [line for line in lines if line.lstrip().startswith("hung (time limit)")]
-    assert hung.split() == ["hung", "(time", "limit)", "1", "128.0", "32.0", "496.0"]
+    assert hung.split() == ["hung", "(time", "limit)", "1", "624.0", "528.0", "496.0"]
     [untimed] = [line for line in lines if line.split()[:2] == ["hung", "1"]]
     assert untimed.split() == ["hung", "1", "16.0", "4.0", "unknown"]
     assert "  rank 17: 2 failed runs (b-nccl, d-abort)" in lines
@@ -214,7 +222,7 @@ def test_fleet_html_has_the_endings_recurring_ranks_and_failed_runs(tmp_path: Pa
     assert "<h2>Failed runs</h2>" in page
     # the error line escaped, never raw markup
     assert "WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000)" in page
-    assert "hang before the ending (beyond the logs&#39; wall clock)" in page
+    assert "Hung before the ending: of the GPU-hours lost" in page
 
 
 def test_a_dataset_written_before_endings_reads_with_null_ending_columns(tmp_path: Path) -> None:
@@ -262,14 +270,9 @@ def test_ending_columns_read_the_outcome_and_count_incidents() -> None:
     assert columns["outcome_status"] == "hung"
     assert columns["outcome_host"] == "node-001"
     assert columns["outcome_message"] == SLURM
-    assert (columns["hang_s"], columns["lost_hang_gpu_hours"]) == (27900.0, 496.0)
+    assert columns["hang_s"] == 27900.0
     assert columns["incidents"] == 3
-    # a killed run's time since its last progress is its hang_s, not hang GPU-hours
-    killed = ending_columns({"outcome": HUNG | {"status": "killed", "hang_gpu_hours": None}})
-    assert (killed["hang_s"], killed["lost_hang_gpu_hours"]) == (27900.0, 0.0)
-    # a hung run whose GPUs are unknown: its hang's GPU-hours are unknown, not 0
-    unknown = ending_columns({"outcome": HUNG | {"hang_gpu_hours": None}, "incidents": []})
-    assert (unknown["lost_hang_gpu_hours"], unknown["incidents"]) == (None, 0)
+    assert ending_columns({"outcome": HUNG, "incidents": []})["incidents"] == 0
     # an older document: no outcome, no incidents
     assert ending_columns({}) == {"incidents": None}
     assert set(ending_columns({"outcome": HUNG})) <= set(RUNS_SCHEMA)
@@ -327,7 +330,9 @@ def test_index_then_fleet_json_counts_the_endings_of_real_runs(
     hung = runs.row(by_predicate=pl.col("run_id") == "root/hung", named=True)
     # 7,207 s from the last progress to the last PULSE line, on 8 GPUs
     assert hung["hang_s"] == pytest.approx(7207.0)
-    assert hung["lost_hang_gpu_hours"] == pytest.approx(7207.0 * 8 / 3600)
+    # the budget's hang line, on 8 GPUs
+    assert hung["lost_hang_gpu_hours"] == hung["lost_hang_before_the_ending_gpu_hours"]
+    assert 15.0 < hung["lost_hang_gpu_hours"] <= 7207.0 * 8 / 3600
     assert runs["incidents"].to_list() == [0] * 7
 
     fleet = json.loads(_fleet(str(dataset), "--json").stdout)
@@ -339,7 +344,9 @@ def test_index_then_fleet_json_counts_the_endings_of_real_runs(
         ("hung", None): 1,
         ("completed", "train_iters_reached"): 1,
     }
-    assert fleet["totals"]["lost_hang_gpu_hours"] == pytest.approx(7207.0 * 8 / 3600)
+    hangs = runs["lost_hang_gpu_hours"].sum()
+    assert fleet["totals"]["lost_hang_gpu_hours"] == pytest.approx(hangs)
+    assert fleet["lost_by_cause_gpu_hours"]["hang_before_the_ending"] == pytest.approx(hangs)
     assert (fleet["totals"]["failed"], fleet["totals"]["no_iterations"]) == (6, 4)
     assert fleet["recurring"] == {
         "ranks": [
@@ -363,9 +370,11 @@ def test_index_then_fleet_text_and_html_say_the_endings(
     base, dataset = endings_fleet
     text = _fleet(str(dataset)).stdout
     lines = text.splitlines()
-    assert "and 16.0 held by hangs before their endings" in lines[0]
+    hang = pl.read_parquet(dataset / RUNS)["lost_hang_gpu_hours"].sum()
+    assert f"lost ({hang:,.1f} of it hung before the ending)" in lines[0]
     [hung] = [line for line in lines if line.split()[:2] == ["hung", "1"]]
-    assert hung.split()[-1] == "16.0"
+    hung_run = pl.read_parquet(dataset / RUNS).filter(pl.col("run_id") == "root/hung")
+    assert hung.split()[-1] == f"{hung_run['lost_hang_gpu_hours'].item():,.1f}"
     assert (
         "  rank 0: 4 failed runs (root/abort-1, root/abort-2, root/nccl-hf, root/nccl-nemo)"
         in lines

@@ -16,12 +16,12 @@ How the run ended comes from the document's `outcome` (schema loganalyzer.summar
 only in `ending_columns`: its status, reason, exception, first failing rank and host, last
 iteration, hang and error line (masked, as the document has it), and
 
-    lost_hang_gpu_hours = outcome.hang_gpu_hours (hang_s · num_gpus / 3600) of a hung run,
-                          0 for any other ending, null where the hang or the GPUs are unknown
+    lost_hang_gpu_hours = lost_hang_before_the_ending_gpu_hours (the budget's line: the time
+                          from the last progress to the ending event, which the wall clock
+                          reaches), so part of `gpu_hours` and `lost_gpu_hours`
 
-The hang lies after the last record, so outside the budget's wall clock: it is not in
-`gpu_hours` nor `lost_gpu_hours`. A document without `outcome` (an older schema) gives null
-ending columns; one without `incidents` a null count.
+A document without `outcome` (an older schema) gives null ending columns; one without
+`incidents` a null count.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 import polars as pl
 
-from loganalyzer.analysis.goodput import LINES, PRODUCTIVE, UNLOGGED
+from loganalyzer.analysis.goodput import HANG, LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.model import UTC_MICROS, Run
 from loganalyzer.render.ending import ending_sentence
 from loganalyzer.secrets import mask_config
@@ -50,6 +50,7 @@ def _slug(line: str) -> str:
 # redone work, untimed gaps.
 LOST_LINES = {_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
 LOST_CAUSES = tuple(LOST_LINES)
+HANG_CAUSE = _slug(HANG)
 SEVERITIES = ("critical", "warning", "info")
 # The status of a run that was read but logged no iteration (it died before its first):
 # analysed, yet not a success; its `error` says how it ended.
@@ -172,6 +173,7 @@ def run_row(run_id: str, key: str, document: Mapping[str, Any], run: Run) -> dic
     for cause, seconds in lost.items():
         row[f"lost_{cause}_s"] = seconds
         row[f"lost_{cause}_gpu_hours"] = _gpu_hours(gpus, seconds)
+    row["lost_hang_gpu_hours"] = row[f"lost_{HANG_CAUSE}_gpu_hours"]
     row["lost_s"] = math.fsum(lost.values())
     row["lost_gpu_hours"] = _gpu_hours(gpus, row["lost_s"])
     for severity in SEVERITIES:
@@ -190,8 +192,6 @@ def ending_columns(document: Mapping[str, Any]) -> dict[str, Any]:
         return columns
     columns |= {f"outcome_{field}": outcome.get(field) for field in OUTCOME_FIELDS}
     columns["hang_s"] = outcome.get("hang_s")
-    hung = outcome.get("status") == "hung"
-    columns["lost_hang_gpu_hours"] = outcome.get("hang_gpu_hours") if hung else 0.0
     return columns
 
 

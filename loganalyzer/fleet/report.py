@@ -15,9 +15,9 @@ outcome's status and reason, with what each ending cost:
 
     gpu_hours            the GPU-hours those runs held, as their logs cover them (the budget)
     lost_gpu_hours       the GPU-hours their budgets lost (start-up, slow steps, restarts...)
-    lost_hang_gpu_hours  for hung runs, the hang: GPUs x seconds from the last progress to
-                         the kill or timeout that ended it; beyond the logs' wall clock, so
-                         in neither figure above (`hang_unknown` counts hung runs without it)
+    lost_hang_gpu_hours  of those, the hang before the ending (the budget's line: GPUs x
+                         seconds from the last progress to the kill or timeout that ended
+                         the run); `hang_unknown` counts hung runs without it
 
 A crash or a kill also throws away the work since the last checkpoint; one run's log does not
 say how much of it is redone (a resumed run's budget shows it as "redone work" when the
@@ -171,7 +171,7 @@ def _endings(runs: pl.LazyFrame) -> list[dict[str, Any]]:
             pl.col("gpu_hours").sum(),
             pl.col("lost_gpu_hours").sum(),
             pl.col("lost_hang_gpu_hours").sum(),
-            ((status == "hung") & pl.col("lost_hang_gpu_hours").is_null())
+            ((status == "hung") & ~(pl.col("lost_hang_gpu_hours") > 0).fill_null(False))
             .sum()
             .alias("hang_unknown"),
             rank.first().alias("order"),

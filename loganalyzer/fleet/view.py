@@ -19,7 +19,6 @@ from loganalyzer.render.fleet_text import ending_label, failure, hang_hours, run
 from loganalyzer.render.numbers import TIMES, number, percent, plural
 
 CAUSE_NAMES = LOST_LINES  # the goodput budget's own names
-HANG_BAR = "hang before the ending (beyond the logs' wall clock)"
 CHART_W, CHART_H, PAD = 320, 90, 6
 
 
@@ -101,8 +100,7 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
     one (relative to `html_path` when both are local)."""
     totals = document["totals"]
     links = _links(document, html_path)
-    hang = totals["lost_hang_gpu_hours"] or 0.0
-    lost_total = hang + sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
+    lost_total = sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
     # the causes any run lost time to: a column each (of the budget's ten lines)
     causes = tuple(c for c in LOST_CAUSES if document["lost_by_cause_gpu_hours"][c])
     return FleetView(
@@ -127,8 +125,7 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
                 else 0.0,
             )
             for cause in causes
-        )
-        + ((Bar(HANG_BAR, _hours(hang), hang / lost_total),) if hang else ()),
+        ),
         most_lost=Table(
             ("run", "GPU-hours lost", "of GPU-hours", *(CAUSE_NAMES[c] for c in causes)),
             tuple(
@@ -200,11 +197,11 @@ def build_view(document: Mapping[str, Any], html_path: str | None = None) -> Fle
 
 
 def _endings(endings: Sequence[Mapping[str, Any]]) -> Table:
-    """The runs by ending with the GPU-hours they held, their budgets lost and their hangs
-    held (beyond the logs' wall clock)."""
+    """The runs by ending with the GPU-hours they held, their budgets lost and, of that, the
+    hang before the ending."""
     rows = []
     for e in endings:
-        hung = e["status"] == "hung" and e["hang_unknown"] < e["runs"]
+        hung = bool(e["lost_hang_gpu_hours"])
         label = ending_label(e["status"], e["reason"])
         rows.append(
             Row(

@@ -117,12 +117,12 @@ def run_counts(totals: Mapping[str, Any], failed: bool = True) -> str:
 
 def _hang_total(totals: Mapping[str, Any]) -> str:
     hang = totals["lost_hang_gpu_hours"]
-    return f", and {_hours(hang)} held by hangs before their endings" if hang else ""
+    return f" ({_hours(hang)} of it hung before the ending)" if hang else ""
 
 
 def _endings(endings: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The runs by ending, with the GPU-hours they held, their budgets lost and their hangs
-    held (the hang is beyond the logs' wall clock: not in the other two)."""
+    """The runs by ending, with the GPU-hours they held, their budgets lost and, of that,
+    the hang before the ending."""
     if not endings:
         return []
     labels = [ending_label(e["status"], e["reason"]) for e in endings]
@@ -140,22 +140,21 @@ def _endings(endings: Sequence[Mapping[str, Any]]) -> list[str]:
         )
     lines.extend(
         (
-            "  held: the runs' wall clock as their logs cover it; lost: by their goodput budgets;",
-            "  hung: from the last progress to the kill or timeout, beyond that clock. The work",
-            "  a crash or a kill loses since its last checkpoint is not known: not counted.",
+            "  held: the runs' wall clock; lost: by their goodput budgets; hung: of that, the time",
+            "  from the last progress to the kill or timeout that ended the run. The work a crash",
+            "  or a kill loses since its last checkpoint is not known from its log: not counted.",
         )
     )
     return lines
 
 
 def hang_hours(ending: Mapping[str, Any]) -> str:
-    """The GPU-hours an ending's hung runs held before it, and how many hangs are unknown."""
-    if ending["status"] != "hung":
-        return ""
+    """The GPU-hours an ending's runs held hung before it, and how many hung runs' hangs
+    are unknown."""
     unknown = ending["hang_unknown"]
-    if unknown == ending["runs"]:
+    if unknown and unknown == ending["runs"]:
         return "unknown"
-    hours = _hours(ending["lost_hang_gpu_hours"])
+    hours = _hours(ending["lost_hang_gpu_hours"]) if ending["lost_hang_gpu_hours"] else ""
     return f"{hours} ({plural(unknown, 'run')} unknown)" if unknown else hours
 
 
