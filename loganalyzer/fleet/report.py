@@ -25,8 +25,10 @@ restart is in its log), so it is not counted as lost to the ending: the GPU-hour
 held are given instead. Runs indexed before outcomes existed have a null status.
 
 A run failed (`failed`) when it could not be read, logged no iteration, or ended crashed,
-hung, killed or unknown (the log just stops). A rank or host recurs (`recurring`) when the
-outcomes of at least RECURRING failed runs name it as where the failure was.
+hung or killed. A run whose log just stops (`unknown`) is counted among the endings but not
+as failed: a log copied while its run went on, or cut before its end, stops the same way.
+A rank or host recurs (`recurring`) when the outcomes of at least RECURRING failed runs name
+it as where the failure was.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ MIN_SLOWDOWN = 0.05
 MOST_LOST = 10
 RECURRING = 2
 # Endings that are failures, and the order endings are listed in (worst first).
-FAILED_ENDINGS = ("crashed", "hung", "killed", "unknown")
-ENDING_ORDER = (*FAILED_ENDINGS, "stopped", "completed")
+FAILED_ENDINGS = ("crashed", "hung", "killed")
+ENDING_ORDER = (*FAILED_ENDINGS, "unknown", "stopped", "completed")
 NATIVE_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
 
