@@ -457,3 +457,29 @@ def test_a_real_full_disk_in_a_subprocess(tree: Tree, tmp_path: Path) -> None:
     second = json.loads((out / "second.json").read_text())
     assert second["skipped"] >= len(kept) and second["found"] == 3 * RUNS_PER_CONFIG
     assert json.loads((out / "fleet.json").read_text())["totals"]["runs"] == 3 * RUNS_PER_CONFIG
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_during_the_final_save_waits_for_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """A SIGTERM (or Ctrl-C) that came while the manifest was being written cut the write:
+    exit 143 said the runs done were kept, and no manifest.parquet was left (seen in CI).
+    The stop now waits for the tables, then stops the index."""
+    from loganalyzer.fleet import indexer
+
+    root = tmp_path / "fleet"
+    write_tree(root, runs_per_config=1)
+    dataset = tmp_path / "index"
+    written = indexer.write_table
+
+    def stopped_while_writing(where: Any, name: str, frame: pl.DataFrame) -> None:
+        os.kill(os.getpid(), signum)  # the handler runs at the next bytecode: mid-write
+        written(where, name, frame)
+
+    monkeypatch.setattr(indexer, "write_table", stopped_while_writing)
+    result = CliRunner().invoke(main, ["index", str(root), "--out", str(dataset), "--jobs", "1"])
+    assert result.exit_code == (143 if signum == signal.SIGTERM else 130), result.output
+    manifest = pl.read_parquet(dataset / "manifest.parquet")
+    assert set(manifest["key"]) == _runs_in_place(dataset)
+    assert manifest.height == 3

@@ -194,21 +194,28 @@ class _Terminated(BaseException):
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (slurm's scancel and time limit, Kubernetes' pod deletion) stops the index as
-    Ctrl-C does: the runs done are saved. A second SIGTERM while they are saved is ignored
+    Ctrl-C does: the runs done are saved. A stop that comes while the tables are written
+    waits for the write (`fleet.shield`). A second SIGTERM while they are saved is ignored
     (the SIGKILL that follows one cannot be)."""
+    from loganalyzer.fleet.shield import stop_now
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def stop(signum: int, frame: Any) -> None:
+    def terminate(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise _Terminated
+        stop_now(_Terminated())
 
-    before = signal.signal(signal.SIGTERM, stop)
+    def interrupt(signum: int, frame: Any) -> None:
+        stop_now(KeyboardInterrupt())
+
+    before = signal.signal(signal.SIGTERM, terminate), signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
 
 
 def _warner(quiet: bool) -> Callable[[str], None]:

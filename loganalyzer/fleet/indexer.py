@@ -44,6 +44,7 @@ from loganalyzer.fleet.manifest import (
     write_table,
 )
 from loganalyzer.fleet.recovery import clear_leftovers, recover
+from loganalyzer.fleet.shield import shielded
 from loganalyzer.fleet.storage import Location, locate, write_bytes_atomic
 from loganalyzer.fleet.worker import Outcome, Settings, Task, analyse_folder, lost
 
@@ -170,7 +171,8 @@ def _index(
                 finished(outcomes)
             since += 1
             if since >= CHECKPOINT_RUNS or time.monotonic() - last_write > CHECKPOINT_S:
-                _save(dataset, entries, rows)
+                with shielded():
+                    _save(dataset, entries, rows)
                 since, last_write = 0, time.monotonic()
         completed = True
     except StorageError as exc:  # every folder after would fail alike
@@ -202,12 +204,13 @@ def _compact(
     the error of a dataset that cannot be written (the runs are in their folders then, and
     the next index recovers them)."""
     try:
-        if not completed:
-            recover(dataset, entries, rows, thorough=False)
-        _save(dataset, entries, rows)
-        write_table(dataset, FILES, files_frame(files))
-        if completed:
-            dataset.fs.rm(dataset.join(PENDING).path)
+        with shielded():
+            if not completed:
+                recover(dataset, entries, rows, thorough=False)
+            _save(dataset, entries, rows)
+            write_table(dataset, FILES, files_frame(files))
+            if completed:
+                dataset.fs.rm(dataset.join(PENDING).path)
     except StorageError as exc:
         return exc
     except OSError as exc:
