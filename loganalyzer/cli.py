@@ -274,6 +274,7 @@ def parsers(as_json: bool) -> None:
             "distribution": loaded.distribution,
             "entry_point": loaded.entry_point,
             "schemes": list(schemes_of(loaded)),
+            "tested_on": list(getattr(loaded.parser, "tested_on", ())),
         }
         for name, loaded in sorted(registry.parsers.items())
     ]
@@ -286,6 +287,7 @@ def parsers(as_json: bool) -> None:
         echo(
             f"{row['name']:<{width}}  {row['description']}  [{row['distribution']}]"
             + (f"  schemes:{schemes}" if schemes else "")
+            + (f"  tested on: {', '.join(row['tested_on'])}" if row["tested_on"] else "")
         )
     for name, reason in sorted(registry.broken.items()):
         echo(f"{name:<{width}}  FAILED TO LOAD: {reason}")

@@ -28,6 +28,9 @@ The entry point may name a class (instantiated without arguments) or an instance
     A text parser also fills ``Run.endings`` with what the text says about how the run ended
     (tracebacks, launcher and scheduler lines): ``loganalyzer.endings.candidates`` of each
     chunk of lines it reads, then ``loganalyzer.endings.read_endings`` of them.
+``tested_on`` (optional)
+    The frameworks and versions whose real output the parser's tests read, e.g.
+    ``("Megatron-LM core_r0.5.0", "Megatron-LM core_r0.12.0")``; ``loganalyzer parsers`` lists them.
 ``schemes`` (optional)
     URI schemes of sources that are not paths and that this parser may read, e.g.
     ``("wandb", "https")`` for ``wandb:ENTITY/PROJECT/RUN_ID`` and W&B run URLs (an MLflow or
