@@ -25,6 +25,7 @@ from bench.harness import (
     measure,
     measure_side_by_side,
     rows,
+    save,
     start_spawner,
     table,
 )
@@ -66,6 +67,12 @@ def main() -> None:
     )
     parser.add_argument("--stage", action="append", help="only this stage (repeatable)")
     parser.add_argument("--workdir", type=Path, help="generate inputs here (kept)")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        metavar="JSON",
+        help="also write the rows here (bench/results.json is what docs/performance.md shows)",
+    )
     args = parser.parse_args()
     compile_sources()
     start_spawner()
@@ -90,6 +97,8 @@ def main() -> None:
     commands_cpu = sum(stage.running_cpu for stage in stage_times)
     total, total_cpu = time.perf_counter() - started, cpu_seconds() - started_cpu + commands_cpu
     print(table(all_rows))
+    if args.save:
+        save(args.save, all_rows, total)
     print(
         f"\nup to {runs} run(s) per command (one more only while it and the runs so far,"
         f" at their mean length, fit in {args.repeat_within:.0f} s), median wall time,"

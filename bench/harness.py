@@ -10,6 +10,7 @@ table shows the median wall time and the largest peak RSS.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import json
 import os
@@ -317,8 +318,24 @@ def _digits(rate: float) -> int:
     return 0 if rate >= 100 else 1 if rate >= 1 else 2
 
 
+def save(path: Path, all_rows: Sequence[Row], harness_seconds: float) -> None:
+    """Keep a run's rows, so that the docs' table is generated from a measurement, not typed."""
+    document = {
+        "command": "python -m bench",
+        "harness_seconds": round(harness_seconds),
+        "rows": [dataclasses.asdict(row) for row in all_rows],
+    }
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def load_rows(path: Path) -> list[Row]:
+    """The rows `save` kept."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return [Row(**row) for row in document["rows"]]
+
+
 def table(all_rows: Sequence[Row]) -> str:
-    """A Markdown table, so the README can hold it as printed."""
+    """A Markdown table, so that docs/performance.md holds it as printed."""
     head = (
         "stage",
         "input",

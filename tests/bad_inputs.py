@@ -1,8 +1,8 @@
 """The hostile-input corpus: every kind of bad input and the outcome loganalyzer documents.
 
 One table serves three readers: `test_bad_inputs.py` runs each row through the command line
-as a subprocess and asserts its outcome, the README's troubleshooting section is generated
-from it (`troubleshooting_markdown`), and the fuzzing harness's findings become rows here.
+as a subprocess and asserts its outcome, the troubleshooting page (docs/troubleshooting.md) is
+generated from it (`troubleshooting_markdown`), and the fuzzing harness's findings become rows.
 
 Small inputs are committed in `fixtures/bad/`; large, binary or special ones (a 50 MB line,
 random bytes, 10,000 empty files, a FIFO, a symlink loop) are made at test time, the same
@@ -37,11 +37,11 @@ class Case:
     """One kind of bad input and what loganalyzer answers."""
 
     name: str
-    what: str  # the input, as the README's troubleshooting table shows it
+    what: str  # the input, as the troubleshooting table shows it
     source: str | Builder
     exit_code: int
     message: str | None  # a substring of stderr (the error, a warning or an `ignored` line)
-    advice: str  # what the user should do, for the README
+    advice: str  # what the user should do, for the troubleshooting table
     records: int | None = None  # records kept (`iterations.logged`) when the exit code is 0
     seconds: float = 20.0  # time limit for one command on this input
     needs: str = "parser:megatron"  # what must be registered: parser:NAME or option:NAME
@@ -645,7 +645,7 @@ PENDING: list[Case] = []
 
 
 def troubleshooting_markdown() -> str:
-    """The README's troubleshooting table, one row per case of `CASES`."""
+    """The troubleshooting table (docs/troubleshooting.md), one row per case of `CASES`."""
     rows = [
         "| input | exit | what loganalyzer says (stderr) | what to do |",
         "|---|---|---|---|",

@@ -341,10 +341,10 @@ def test_index_of_a_missing_root_and_a_shared_memory_dataset_are_errors(tmp_path
     assert "memory:// dataset lives in one process" in memory.stderr
 
 
-def test_readme_example_answers_a_fleet_question_without_loganalyzer(indexed: Indexed) -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_example_answers_a_fleet_question_without_loganalyzer(indexed: Indexed) -> None:
+    readme = (ROOT / "docs" / "fleet.md").read_text()
     found = re.search(r"```python\n(import polars as pl\n.*?)```", readme, re.S)
-    assert found, "README lost its polars example"
+    assert found, "docs/fleet.md lost its polars example"
     code = found[1].replace('"fleet-index/', f'"{indexed.dataset}/')
     assert len([line for line in code.splitlines() if line.strip()]) <= 5
     namespace: dict[str, Any] = {}
