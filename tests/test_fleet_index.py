@@ -18,9 +18,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from loganalyzer.analysis.goodput import PRODUCTIVE, UNLOGGED
+from loganalyzer.analysis.goodput import LOST_CAUSES, LOST_LINES, PRODUCTIVE, UNLOGGED
 from loganalyzer.cli import main
-from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
 from loganalyzer.fleet.engines import Item, PoolEngine, Result
 from loganalyzer.fleet.indexer import build_index
 from loganalyzer.fleet.layout import RUNS_DIR, run_key
@@ -288,12 +287,12 @@ def test_fleet_html_is_self_contained_escaped_and_links_reports(
 
 def test_fleet_page_escapes_what_runs_are_called(indexed: Indexed) -> None:
     from loganalyzer.fleet.report import build_fleet
-    from loganalyzer.fleet.view import build_view
     from loganalyzer.render.fleet_html import render_fleet_html
+    from loganalyzer.render.fleet_view import build_view
 
     document = build_fleet(str(indexed.dataset))
     document["runs"][0]["run_id"] = "<script>alert(1)</script>"
-    html = render_fleet_html(build_view(document), "<i>dataset</i>")
+    html = render_fleet_html(build_view(document, {}), "<i>dataset</i>")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script>alert" not in html and "<i>dataset" not in html
 

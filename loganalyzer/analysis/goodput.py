@@ -24,6 +24,7 @@ ending event, and that time is the line "hang before the ending".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -58,6 +59,18 @@ LINES = (
     "untimed gaps",
     HANG,
 )
+
+
+def line_slug(line: str) -> str:
+    """A budget line as a column name: `checkpoint saves` -> `checkpoint_saves`."""
+    return re.sub(r"[^a-z0-9]+", "_", line.lower()).strip("_")
+
+
+# The budget lines that are time lost, by slug (the fleet's lost_<cause>_s columns): start-up,
+# warm-up, checkpoint saves, evaluation, data loading, stragglers, other slow steps, restart
+# gaps, redone work, untimed gaps, a hang before the ending.
+LOST_LINES = {line_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
+LOST_CAUSES = tuple(LOST_LINES)
 # Endings that can come long after the last progress with the GPUs held: not a run's own end
 # (`completed`, `stopped`: a final save or evaluation is the framework's work) nor a log that
 # just stops (`unknown`: no ending event).

@@ -52,6 +52,9 @@ LAUNCHER_EXCEPTIONS = frozenset(
 # (SIGKILL is not among them: with no scheduler line, it is most often the host's
 # out-of-memory killer.)
 OUTSIDE_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP"})
+# Endings that are failures: a run that ended so did not do what it was launched for. A log
+# that just stops (`unknown`) is not one: a log copied while its run went on stops the same way.
+FAILED_ENDINGS = ("crashed", "hung", "killed")
 # The verdict's severity of each ending: a crash or a hang costs the run; a kill and an
 # ending the log does not say need a look; the rest is what was asked for.
 ENDING_SEVERITY = {

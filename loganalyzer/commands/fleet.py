@@ -34,16 +34,16 @@ Examples:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the HTML report here.")
 @click.option("--json", "as_json", is_flag=True, help="Print loganalyzer.fleet/3 JSON.")
 def fleet_command(dataset: str, output: str | None, as_json: bool) -> None:
-    from loganalyzer.fleet.report import build_fleet
-    from loganalyzer.fleet.view import build_view
+    from loganalyzer.fleet.report import build_fleet, report_links
     from loganalyzer.render.fleet_html import render_fleet_html
     from loganalyzer.render.fleet_text import render_fleet_text
+    from loganalyzer.render.fleet_view import build_view
     from loganalyzer.secrets import mask_secrets
 
     # masked here too: a dataset an older version wrote holds the config as logged
     document = mask_secrets(build_fleet(dataset))
     if output is not None:
-        html = render_fleet_html(build_view(document, output), dataset)
+        html = render_fleet_html(build_view(document, report_links(document, output)), dataset)
         try:
             Path(output).write_text(html, encoding="utf-8")
         except OSError as exc:

@@ -29,28 +29,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
-from loganalyzer.analysis.goodput import HANG, LINES, PRODUCTIVE, UNLOGGED
+from loganalyzer.analysis.goodput import (
+    HANG,
+    LOST_CAUSES,
+    LOST_LINES,
+    PRODUCTIVE,
+    UNLOGGED,
+    line_slug,
+)
 from loganalyzer.model import UTC_MICROS, Run
 from loganalyzer.render.ending import ending_sentence
 from loganalyzer.secrets import mask_config
 
-
-def _slug(line: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", line.lower()).strip("_")
-
-
-# The budget lines that are time lost, by column name (lost_<cause>_s): start-up, warm-up,
-# checkpoint saves, evaluation, data loading, stragglers, other slow steps, restart gaps,
-# redone work, untimed gaps.
-LOST_LINES = {_slug(line): line for line in LINES if line not in (PRODUCTIVE, UNLOGGED)}
-LOST_CAUSES = tuple(LOST_LINES)
-HANG_CAUSE = _slug(HANG)
+HANG_CAUSE = line_slug(HANG)
 SEVERITIES = ("critical", "warning", "info")
 # The status of a run that was read but logged no iteration (it died before its first):
 # analysed, yet not a success; its `error` says how it ended.

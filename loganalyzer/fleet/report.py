@@ -34,16 +34,21 @@ it as where the failure was.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
 import polars as pl
 
 from loganalyzer import __version__
+from loganalyzer.analysis.goodput import LOST_CAUSES
+from loganalyzer.analysis.outcome import FAILED_ENDINGS
 from loganalyzer.errors import InputError
-from loganalyzer.fleet.document import LOST_CAUSES, NO_ITERATIONS, RUNS_SCHEMA
-from loganalyzer.fleet.layout import RUNS
+from loganalyzer.fleet.document import NO_ITERATIONS, RUNS_SCHEMA
+from loganalyzer.fleet.layout import REPORT, RUNS, RUNS_DIR
 from loganalyzer.fleet.storage import Location, locate
 
 FLEET_SCHEMA = "loganalyzer.fleet/3"
@@ -53,8 +58,7 @@ SIGMAS = 3.0
 MIN_SLOWDOWN = 0.05
 MOST_LOST = 10
 RECURRING = 2
-# Endings that are failures, and the order endings are listed in (worst first).
-FAILED_ENDINGS = ("crashed", "hung", "killed")
+# The order endings are listed in (worst first).
 ENDING_ORDER = (*FAILED_ENDINGS, "unknown", "stopped", "completed")
 NATIVE_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
@@ -336,3 +340,22 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def report_links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]:
+    """Run id to the run's own report, for the runs that have one in the dataset: a relative
+    link from the page's folder when both are local (so that the dataset, with the page
+    inside it or beside it, can be moved or zipped), else the report's URL."""
+    dataset = locate(document["dataset"])
+    links = {}
+    for row in document["runs"]:
+        report = dataset.join(RUNS_DIR, row["key"], REPORT)
+        if not report.fs.exists(report.path):
+            continue
+        if report.local and html_path is not None:
+            start = os.path.dirname(os.path.abspath(html_path))
+            relative = PurePath(os.path.relpath(report.path, start)).as_posix()
+            links[row["run_id"]] = quote(relative)
+        else:
+            links[row["run_id"]] = report.url()
+    return links

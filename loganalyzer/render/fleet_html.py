@@ -1,6 +1,6 @@
 """The fleet page: one self-contained HTML file (inline CSS and a few lines of script to sort
 tables, nothing fetched), escaped by jinja2's autoescape, laid out by templates/fleet.html.j2
-from the view model `loganalyzer.fleet.view` computes."""
+from the view model `loganalyzer.render.fleet_view` computes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from importlib.resources import files
 from jinja2 import Environment, select_autoescape
 
 from loganalyzer import __version__
-from loganalyzer.fleet.view import FleetView
+from loganalyzer.render.fleet_view import FleetView
 
 TEMPLATE = "fleet.html.j2"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loganalyzer.fleet.document import LOST_LINES
+from loganalyzer.analysis.goodput import LOST_LINES
 from loganalyzer.render.clip import clip
 from loganalyzer.render.numbers import duration, number, percent, plural
 

@@ -3,17 +3,12 @@ that the template only lays out."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
-from urllib.parse import quote
 
-from loganalyzer.fleet.document import LOST_CAUSES, LOST_LINES
-from loganalyzer.fleet.layout import REPORT, RUNS_DIR
-from loganalyzer.fleet.report import FAILED_ENDINGS
-from loganalyzer.fleet.storage import locate
+from loganalyzer.analysis.goodput import LOST_CAUSES, LOST_LINES
+from loganalyzer.analysis.outcome import FAILED_ENDINGS
 from loganalyzer.render.clip import clip
 from loganalyzer.render.fleet_text import ending_label, failure, hang_hours, run_counts, run_list
 from loganalyzer.render.numbers import TIMES, number, percent, plural
@@ -95,11 +90,10 @@ class FleetView:
     runs: Table
 
 
-def build_view(document: Mapping[str, Any], html_path: str | None = None) -> FleetView:
-    """The view of a fleet document; runs link to their own report where the dataset has
-    one (relative to `html_path` when both are local)."""
+def build_view(document: Mapping[str, Any], links: Mapping[str, str]) -> FleetView:
+    """The view of a fleet document; `links` maps a run id to its own report's link (see
+    `loganalyzer.fleet.report.report_links`)."""
     totals = document["totals"]
-    links = _links(document, html_path)
     lost_total = sum(v or 0.0 for v in document["lost_by_cause_gpu_hours"].values())
     # the causes any run lost time to: a column each (of the budget's ten lines)
     causes = tuple(c for c in LOST_CAUSES if document["lost_by_cause_gpu_hours"][c])
@@ -318,25 +312,6 @@ def _chart(title: str, points: Sequence[Mapping[str, Any]], field: str, shown: A
     )
     line = " ".join(f"{p.x},{p.y}" for p in placed)
     return Chart(title, CHART_W, CHART_H, line, placed, shown(low), shown(high))
-
-
-def _links(document: Mapping[str, Any], html_path: str | None) -> dict[str, str]:
-    """Run id to the run's own report, for the runs that have one in the dataset: a relative
-    link from the page's folder when both are local (so that the dataset, with the page
-    inside it or beside it, can be moved or zipped), else the report's URL."""
-    dataset = locate(document["dataset"])
-    links = {}
-    for row in document["runs"]:
-        report = dataset.join(RUNS_DIR, row["key"], REPORT)
-        if not report.fs.exists(report.path):
-            continue
-        if report.local and html_path is not None:
-            start = os.path.dirname(os.path.abspath(html_path))
-            relative = PurePath(os.path.relpath(report.path, start)).as_posix()
-            links[row["run_id"]] = quote(relative)
-        else:
-            links[row["run_id"]] = report.url()
-    return links
 
 
 def _ending_of(row: Mapping[str, Any]) -> str:
