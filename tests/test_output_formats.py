@@ -54,6 +54,7 @@ NOT_FORMATS = {
     "fleet_html",
     "clocks",
     "fleet_text",
+    "fleet_view",
     "why",
     "escape",
     "clip",
