@@ -1,0 +1,78 @@
+"""`compare -o` in real headless Chromium (Debian's `chromium`), with networking cut off:
+what a reader sees first when the runs' logs differ in length and in identity.
+
+Skipped only where Chromium is not installed and CI is not set (as `test_report_browser`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from loganalyzer.cli import main
+from tests.chromium import Page, chromium, chromium_path
+
+# The first screen of issue 30's first-screen tests.
+WIDTH, HEIGHT = 1400, 900
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Page]:
+    if chromium_path() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; CI must install it (apt-get install chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with chromium() as tab:
+        tab.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=WIDTH,
+            height=HEIGHT,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        yield tab
+
+
+def test_comparison_of_logs_of_different_lengths_shows_per_iteration_rows(
+    page: Page, tmp_path: Path, shared_logs: Path
+) -> None:
+    # ds-3d on and off: 49 and 62 iterations logged (issue 30: "wall clock 2.2 h vs 111.9 min
+    # (-19.2 min)" read as a win)
+    runs = shared_logs / "bigscience" / "gpt2-meg-ds-3d"
+    sources = [str(runs / f"meg_ds_3d_gpt2_perf_n16-ds-{x}.out") for x in ("off", "on")]
+    args = ["compare", "-q", *sources, "--gpu", "v100-sxm2", "--label", "off", "--label", "on"]
+    out = tmp_path / "compare.html"
+    assert CliRunner().invoke(main, [*args, "-o", str(out)]).exit_code == 0
+    compared = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    opened = page.open(out)
+    assert (opened.errors, opened.requests, opened.dialogs) == ([], [], [])
+
+    def row(key: str) -> dict[str, Any]:
+        found: dict[str, Any] = page.evaluate(
+            f"(() => {{ const r = document.getElementById('compare-{key}'); "
+            "const box = r.getBoundingClientRect(); return {bottom: box.bottom, height: "
+            "box.height, cells: [...r.querySelectorAll('td.num')].map(c => c.firstChild"
+            ".textContent)}; })()"
+        )
+        return found
+
+    for key in ("iterations", "time_per_iteration", "time_per_1k_iterations"):
+        shown = row(key)
+        assert shown["cells"] == [c["text"] for c in compared["figures"][key]]
+        assert shown["height"] > 0 and shown["bottom"] <= HEIGHT  # on the first screen
+    assert row("iterations")["cells"] == ["62 (1–62)", "49 (1–49)"]
+    wall = page.evaluate("document.querySelector('#compare-wall_clock .change').textContent")
+    assert wall == "other iterations logged: compare per iteration"
+    headline = page.evaluate("document.getElementById('compare-headline').textContent")
+    assert headline == compared["headline"]
+    marked = page.evaluate(
+        "[...document.querySelectorAll('.run-identity mark')].map(m => m.textContent)"
+    )
+    assert marked == ["megatron-deepspeed (DeepSpeed off)", "megatron-deepspeed (DeepSpeed on)"]
+    page.screenshot(tmp_path / "compare-lengths.png")
