@@ -196,3 +196,58 @@ def test_config_kinds_rank_flops_and_parallelism_first() -> None:
     # a value every run states ranks before one only some state, within the ranked ones
     assert config_order("micro_batch_size") < config_order("num_layers", stated_by_all=False)
     assert config_order("num_layers", stated_by_all=False) < config_order("lr")
+
+
+def _document(tokens: float, batch: int | None, tensor: int | None = 2) -> dict[str, object]:
+    """The parts of a summary document a comparison's identity and rates read."""
+    return {
+        "run": {
+            "framework": "megatron-lm",
+            "global_batch_size": batch,
+            "parallelism": {"tensor": tensor, "pipeline": None, "data": 4},
+            "dtype": "bf16",
+        },
+        "iterations": {"logged": 10, "covered": 100, "first": 10, "last": 100},
+        "goodput": {"wall_s": 500.0},
+        "throughput": {"tokens_per_s": tokens},
+        "confidence": "normal",
+    }
+
+
+@pytest.mark.parametrize(
+    ("tokens", "batch", "expected"),
+    [
+        (
+            1005.0,
+            8,
+            "b and a run alike: the largest difference, in tokens per second, is 0.5 %. Their "
+            "model, batch, parallelism, precision, recomputation, hardware and framework are "
+            "the same as far as the logs say.",
+        ),
+        (
+            3000.0,
+            16,
+            "b's tokens per second is 3× a's (3,000 against 1,000). The runs differ in global "
+            "batch (16 against 8).",
+        ),
+        (
+            800.0,
+            None,  # a batch only one log states is no difference
+            "b trains 20.0 % fewer tokens per second than a (800 against 1,000). Their model, "
+            "batch, parallelism, precision, recomputation, hardware and framework are the same "
+            "as far as the logs say.",
+        ),
+    ],
+)
+def test_headline_names_the_largest_difference_and_what_differs(
+    tokens: float, batch: int | None, expected: str
+) -> None:
+    from loganalyzer.analysis.comparison import identity_of, largest_difference
+    from loganalyzer.render.compare import headline_sentence
+
+    documents = [_document(1000.0, 8), _document(tokens, batch)]
+    facts = [identity_of(d, {}) for d in documents]
+    rates = [{"tokens_per_s": 1000.0}, {"tokens_per_s": tokens}]
+    found = largest_difference(facts, rates)
+    assert found is not None and found.figure == "tokens_per_s" and found.run == 1
+    assert headline_sentence(["a", "b"], facts, found) == expected

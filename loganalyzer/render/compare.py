@@ -292,7 +292,8 @@ def _iterations_figure(facts: RunIdentity) -> Figure:
     count = facts.covered if facts.covered is not None else facts.records
     text = number(count, ",d")
     if facts.first is not None and facts.last is not None:
-        text += f" ({facts.first:,}–{facts.last:,})"
+        span = f"{facts.first:,}" + (f"–{facts.last:,}" if facts.last != facts.first else "")
+        text += f" ({span})"
     if facts.covered is not None and facts.covered != facts.records:
         text += f", {plural(facts.records, 'record')}"
     return Figure("iterations", "iterations logged", text, float(count))
@@ -321,7 +322,7 @@ def _unit(largest: float, seconds_below: float = 120) -> tuple[float, str, str]:
     thresholds `numbers.duration` changes unit at (a step time, in seconds to an hour:
     `seconds_below`)."""
     if largest < seconds_below:
-        return (1.0, ".1f" if largest >= 1 else ".3g", " s")
+        return (1.0, "", " s")
     if largest < 7200:
         return (60.0, ".1f", " min")
     return (3600.0, ".1f", " h")
@@ -334,8 +335,16 @@ def _seconds_below(key: str) -> float:
 
 
 def _in_unit(seconds: float, unit: tuple[float, str, str]) -> str:
+    """A duration in a row's unit; in seconds, four figures below 100 s and one decimal
+    above ("0.004067 s", "19.27 s", "137.0 s"); in minutes or hours one decimal, two
+    figures below 0.1 ("0.0086 min")."""
     size, fmt, name = unit
-    return f"{seconds / size:{fmt}}{name}"
+    value = seconds / size
+    if not fmt:
+        fmt = ".1f" if abs(value) >= 100 else ".4g"
+    elif 0 < abs(value) < 0.1:  # a short one in a row of long ones: not "0.0 min"
+        fmt = ".2g"
+    return f"{value:{fmt}}{name}"
 
 
 def _cell(figure: Figure, base: Figure, comparable: bool = True) -> Cell:
@@ -475,6 +484,12 @@ def headline_sentence(
             f"{run} and {base} run alike: the largest difference, in "
             f"{_RATE_WORDS[found.figure]}, is {percent(abs(gap))}."
         )
+    elif found.ratio >= 2 or found.ratio <= 0.5:
+        value, against = _rate_values(found)
+        lead = (
+            f"{run}'s {_RATE_WORDS[found.figure]} is {number(found.ratio, '.3g')}{TIMES} "
+            f"{base}'s ({value} against {against})."
+        )
     else:
         lead = _rate_sentence(run, base, found)
     pair = (facts[0], facts[found.run])
@@ -511,22 +526,30 @@ def _rate_sentence(run: str, base: str, found: Difference) -> str:
     """ "b trains 7.6 % fewer tokens per second than a (7,648 against 8,280)." and alike."""
     gap = found.ratio - 1
     if found.figure == "tokens_per_s":
-        value, against = number(found.value, ",.0f"), number(found.baseline_value, ",.0f")
         what = f"trains {percent(abs(gap))} {'more' if gap > 0 else 'fewer'} tokens per second"
     elif found.figure == "mfu":
-        value, against = percent(found.value), percent(found.baseline_value)
         what = f"reaches a {percent(abs(gap))} {'higher' if gap > 0 else 'lower'} MFU"
     elif found.figure == "step_time":
-        value, against = number(found.value, ".4g", " s"), number(found.baseline_value, ".4g", " s")
         what = f"takes {percent(abs(gap))} {'longer' if gap > 0 else 'less time'} per iteration"
     else:
-        unit = _unit(max(found.value, found.baseline_value), _seconds_below(found.figure))
-        value, against = _in_unit(found.value, unit), _in_unit(found.baseline_value, unit)
         what = (
             f"takes {percent(abs(gap))} {'more' if gap > 0 else 'less'} wall clock per "
             "iteration (start-up and lost time included)"
         )
+    value, against = _rate_values(found)
     return f"{run} {what} than {base} ({value} against {against})."
+
+
+def _rate_values(found: Difference) -> tuple[str, str]:
+    """The run's and the baseline's rate as shown."""
+    if found.figure == "tokens_per_s":
+        return number(found.value, ",.0f"), number(found.baseline_value, ",.0f")
+    if found.figure == "mfu":
+        return percent(found.value), percent(found.baseline_value)
+    if found.figure == "step_time":
+        return number(found.value, ".4g", " s"), number(found.baseline_value, ".4g", " s")
+    unit = _unit(max(found.value, found.baseline_value), _seconds_below(found.figure))
+    return _in_unit(found.value, unit), _in_unit(found.baseline_value, unit)
 
 
 def faster_sentence(labels: Sequence[str], headlines: Sequence[Sequence[Figure]]) -> str:
