@@ -75,4 +75,47 @@ def test_comparison_of_logs_of_different_lengths_shows_per_iteration_rows(
         "[...document.querySelectorAll('.run-identity mark')].map(m => m.textContent)"
     )
     assert marked == ["megatron-deepspeed (DeepSpeed off)", "megatron-deepspeed (DeepSpeed on)"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH  # lines wrap
     page.screenshot(tmp_path / "compare-lengths.png")
+
+
+def test_comparison_marks_what_differs_and_folds_the_rest(
+    page: Page, tmp_path: Path, shared_logs: Path
+) -> None:
+    # Megatron-LM TP4-PP16 at batch 1024 against Megatron-DeepSpeed ZeRO-3 TP4-DP16 at batch
+    # 768, 2 and 4 steady records (issue 30: two identical identity lines, 104 differences in
+    # alphabetical order, no "low confidence")
+    logs = shared_logs / "bigscience"
+    sources = [
+        str(logs / "gpt2-meg" / "meg_gpt2_perf_n16.out"),
+        str(logs / "gpt2-meg-ds-zero" / "meg_ds_zero_gpt2_perf_n16-1999616.out"),
+    ]
+    out = tmp_path / "compare.html"
+    args = ["compare", "-q", *sources, "--gpu", "v100-sxm2", "-o", str(out)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    opened = page.open(out)
+    assert (opened.errors, opened.requests, opened.dialogs) == ([], [], [])
+    marked = page.evaluate(
+        "[...document.querySelectorAll('#identity-1 mark')].map(m => m.textContent)"
+    )
+    assert marked == [
+        "megatron-deepspeed (DeepSpeed on)",
+        "ZeRO-3 TP4-DP16",
+        "batch 768 (micro 48)",
+    ]
+    assert "TP4-PP16" in page.evaluate("document.getElementById('identity-0').textContent")
+    tags = page.evaluate("document.querySelectorAll('.low-confidence').length")
+    assert tags == 2
+    ranked = page.evaluate(
+        "[...document.querySelectorAll('#config-ranked tbody tr td:first-child')]"
+        ".map(c => c.textContent)"
+    )
+    assert ranked[:2] == ["global_batch_size", "micro_batch_size"] and "data_path" not in ranked
+    assert page.evaluate("document.getElementById('config-folded').open") is False
+    hidden = page.evaluate(
+        "[...document.querySelectorAll('#config-folded td:first-child')]"
+        ".map(c => c.textContent).includes('data_path')"
+    )
+    assert hidden is True
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    page.screenshot(tmp_path / "compare-identity.png")
