@@ -176,6 +176,9 @@ def build_summary(
         "run": _run(run, facts, efficiency, tokens),
         "iterations": {
             "logged": analysis.records,
+            # the iterations the timed records stand for (their log intervals summed): a
+            # rate per iteration divides by this, not by the records
+            "covered": analysis.iterations,
             "first": analysis.first_iteration,
             "last": analysis.last_iteration,
             "segments": analysis.segments,

@@ -88,3 +88,166 @@ def test_time_axis_falls_back_to_logged_time_without_timestamps(pair: list[str])
     step = next(c for c in view.charts if c.id == "chart-compare-step-time")
     xs = step.figure["data"][0]["x"]
     assert xs == sorted(xs) and xs[-1] > 1  # hours, increasing
+
+
+# The shared BigScience logs of issue 30: ds-3d on and off (49 and 62 iterations logged), and
+# Megatron-LM TP4-PP16 at batch 1024 against Megatron-DeepSpeed ZeRO-3 TP4-DP16 at batch 768
+# (3 and 4 records).
+MEGATRON = "bigscience/gpt2-meg/meg_gpt2_perf_n16.out"
+ZERO = "bigscience/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out"
+
+
+def _compare(*args: str) -> str:
+    result = CliRunner().invoke(main, ["compare", "-q", *args, "--gpu", "v100-sxm2"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_logs_of_different_lengths_are_compared_per_iteration(pair: list[str]) -> None:
+    compared = json.loads(_compare(*pair, "--label", "ds-on", "--label", "ds-off", "--json"))
+    on, off = (summary_json([p], ["--gpu", "v100-sxm2"]) for p in pair)
+    assert [d["iterations"]["covered"] for d in (on, off)] == [49, 62]
+    figures = compared["figures"]
+    assert [c["value"] for c in figures["iterations"]] == [49, 62]
+    assert [c["text"] for c in figures["iterations"]] == ["49 (1–49)", "62 (1–62)"]
+    per = [d["goodput"]["wall_s"] / d["iterations"]["covered"] for d in (on, off)]
+    assert [c["value"] for c in figures["time_per_iteration"]] == per
+    assert [c["value"] for c in figures["time_per_1k_iterations"]] == [p * 1000 for p in per]
+    assert [c["text"] for c in figures["time_per_iteration"]] == ["137.0 s", "126.9 s"]
+    # the raw totals are kept for scripts but marked: 62 and 49 iterations do not compare
+    assert [c["comparable"] for c in figures["wall_clock"]] == [True, False]
+    assert [c["comparable"] for c in figures["lost"]] == [True, False]
+    assert [c["comparable"] for c in figures["tokens_per_s"]] == [True, True]
+    # one unit in a row: "1.9 h" and "2.2 h", not "111.9 min" and "2.2 h"
+    assert [c["text"] for c in figures["wall_clock"]] == ["1.9 h", "2.2 h"]
+    assert compared["identity_differences"] == {"deepspeed": ["on", "off"]}
+    assert [i["iterations"]["covered"] for i in compared["identities"]] == [49, 62]
+    assert compared["largest_difference"]["figure"] == "tokens_per_s"
+    assert compared["largest_difference"]["run"] == "ds-off"
+    assert compared["largest_difference"]["reasons"] == ["deepspeed"]
+    assert compared["headline"].startswith(
+        "ds-off trains 8.3 % more tokens per second than ds-on (8,280 against 7,648). "
+        "The runs differ in DeepSpeed engine (off against on)."
+    )
+
+    text = _compare(*pair, "--label", "ds-on", "--label", "ds-off")
+    assert text.startswith(compared["headline"] + "\n")
+    rows = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert "49 (1–49)" in rows["iterations logged"] and "62 (1–62)" in rows["iterations logged"]
+    assert "137.0 s" in rows["time per iteration"] and "126.9 s" in rows["time per iteration"]
+    assert "38.1 h" in rows["per 1,000 iterations"]
+    assert "other iterations logged" in rows["wall clock"] and "min" not in rows["wall clock"]
+    assert "differs: DeepSpeed engine on | off" in text
+
+
+def test_identity_lines_show_parallelism_and_batch_that_differ(shared_logs: Path) -> None:
+    runs = [str(shared_logs / MEGATRON), str(shared_logs / ZERO)]
+    compared = json.loads(_compare(*runs, "--label", "megatron", "--label", "zero3", "--json"))
+    megatron, zero = compared["identities"]
+    assert megatron["text"] != zero["text"]
+    assert "TP4-PP16 · batch 1,024 (micro 4)" in megatron["text"]
+    assert "ZeRO-3 TP4-DP16 · batch 768 (micro 48)" in zero["text"]
+    assert megatron["parallelism"]["zero_stage"] is None
+    assert (zero["parallelism"]["zero_stage"], zero["parallelism"]["data"]) == (3, 16)
+    differences = compared["identity_differences"]
+    assert differences["parallelism"] == ["TP4-PP16", "ZeRO-3 TP4-DP16"]
+    assert differences["global_batch_size"] == ["1,024", "768"]
+    assert "model" not in differences  # same shape; one log states 4h, the other assumes it
+    # both rest on fewer than 10 steady records: the summary's own confidence, marked
+    assert [i["confidence"] for i in compared["identities"]] == ["low", "low"]
+    assert "Low confidence: megatron and zero3 rest on" in compared["headline"]
+    assert compared["headline"].startswith("zero3 trains 24.6 % fewer tokens per second")
+    assert "parallelism (ZeRO-3 TP4-DP16 against TP4-PP16)" in compared["headline"]
+
+    # 104 differences: those that change FLOPs or parallelism first, the rest folded
+    ranked = compared["config_ranked"]
+    assert len(ranked) == len(compared["config_differences"]) > 80
+    assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
+    assert [r["name"] for r in ranked[:2]] == ["global_batch_size", "micro_batch_size"]
+    folded = [r["folded"] for r in ranked]
+    assert folded == sorted(folded) and 0 < folded.count(False) < 30
+    assert {r["kind"] for r in ranked if r["folded"]} == {"other"}
+    assert next(r for r in ranked if r["name"] == "zero_stage")["kind"] == "parallelism"
+    assert next(r for r in ranked if r["name"] == "data_path")["folded"]
+
+    text = _compare(*runs)
+    assert f"and {folded.count(True)} other differences" in text
+    assert "data_path" not in text
+    assert "  low confidence: the steady step time, TFLOPS and MFU rest on 2 records" in text
+    assert "data_path" in _compare(*runs, "--all")
+
+
+def test_config_kinds_rank_flops_and_parallelism_first() -> None:
+    from loganalyzer.analysis.comparison import config_kind, config_order
+
+    names = ["data_path", "tensor_model_parallel_size", "num_layers", "bf16", "seq_length"]
+    assert sorted(names, key=config_order) == [
+        "num_layers",
+        "seq_length",
+        "tensor_model_parallel_size",
+        "bf16",
+        "data_path",
+    ]
+    assert [config_kind(n) for n in ("recompute_granularity", "zero_stage", "lr")] == [
+        "recompute",
+        "parallelism",
+        "other",
+    ]
+    # a value every run states ranks before one only some state, within the ranked ones
+    assert config_order("micro_batch_size") < config_order("num_layers", stated_by_all=False)
+    assert config_order("num_layers", stated_by_all=False) < config_order("lr")
+
+
+def _document(tokens: float, batch: int | None, tensor: int | None = 2) -> dict[str, object]:
+    """The parts of a summary document a comparison's identity and rates read."""
+    return {
+        "run": {
+            "framework": "megatron-lm",
+            "global_batch_size": batch,
+            "parallelism": {"tensor": tensor, "pipeline": None, "data": 4},
+            "dtype": "bf16",
+        },
+        "iterations": {"logged": 10, "covered": 100, "first": 10, "last": 100},
+        "goodput": {"wall_s": 500.0},
+        "throughput": {"tokens_per_s": tokens},
+        "confidence": "normal",
+    }
+
+
+@pytest.mark.parametrize(
+    ("tokens", "batch", "expected"),
+    [
+        (
+            1005.0,
+            8,
+            "b and a run alike: the largest difference, in tokens per second, is 0.5 %. Their "
+            "model, batch, parallelism, precision, recomputation, hardware and framework are "
+            "the same as far as the logs say.",
+        ),
+        (
+            3000.0,
+            16,
+            "b's tokens per second is 3× a's (3,000 against 1,000). The runs differ in global "
+            "batch (16 against 8).",
+        ),
+        (
+            800.0,
+            None,  # a batch only one log states is no difference
+            "b trains 20.0 % fewer tokens per second than a (800 against 1,000). Their model, "
+            "batch, parallelism, precision, recomputation, hardware and framework are the same "
+            "as far as the logs say.",
+        ),
+    ],
+)
+def test_headline_names_the_largest_difference_and_what_differs(
+    tokens: float, batch: int | None, expected: str
+) -> None:
+    from loganalyzer.analysis.comparison import identity_of, largest_difference
+    from loganalyzer.render.compare import headline_sentence
+
+    documents = [_document(1000.0, 8), _document(tokens, batch)]
+    facts = [identity_of(d, {}) for d in documents]
+    rates = [{"tokens_per_s": 1000.0}, {"tokens_per_s": tokens}]
+    found = largest_difference(facts, rates)
+    assert found is not None and found.figure == "tokens_per_s" and found.run == 1
+    assert headline_sentence(["a", "b"], facts, found) == expected

@@ -235,7 +235,7 @@ def test_a_long_config_value_is_cut_in_every_display_and_whole_in_the_data(
     page = tmp_path / "report.html"
     runner = CliRunner()
     assert runner.invoke(main, ["report", str(log), "-o", str(page), "-q"]).exit_code == 0
-    compared = runner.invoke(main, ["compare", str(log), str(other), "-q"])
+    compared = runner.invoke(main, ["compare", str(log), str(other), "-q", "--all"])
     exported = runner.invoke(main, ["export", str(log), "-o", str(tmp_path / "t.csv"), "-q"])
     assert compared.exit_code == 0 and exported.exit_code == 0
     cut = re.compile(r"(Z{1000}|Y{1000})… \(200,\d{3} characters\)")

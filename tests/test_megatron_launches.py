@@ -77,8 +77,20 @@ def test_a_benchmark_then_the_full_run_are_two_runs(tmp_path: Path) -> None:
     path = tmp_path / "bench_then_run.log"
     path.write_text("\n".join(lines) + "\n")
     bench, run = summaries(path)
-    assert bench["iterations"] == {"logged": 10, "first": 1, "last": 10, "segments": 1}
-    assert run["iterations"] == {"logged": 10, "first": 2400, "last": 2490, "segments": 1}
+    assert bench["iterations"] == {
+        "logged": 10,
+        "covered": 10,
+        "first": 1,
+        "last": 10,
+        "segments": 1,
+    }
+    assert run["iterations"] == {
+        "logged": 10,
+        "covered": 100,
+        "first": 2400,
+        "last": 2490,
+        "segments": 1,
+    }
     totals = [
         loaded.run.config["train_iters"] for loaded in load_runs([str(path)], load_registry())
     ]
@@ -165,5 +177,11 @@ def test_a_finished_run_extended_with_a_larger_total_is_one_run(tmp_path: Path) 
     (tmp_path / "extended.log").write_text("\n".join(extended) + "\n")
     (tmp_path / "apart.log").write_text("\n".join(apart) + "\n")
     (run,) = summaries(tmp_path / "extended.log")
-    assert run["iterations"] == {"logged": 50, "first": 10, "last": 500, "segments": 2}
+    assert run["iterations"] == {
+        "logged": 50,
+        "covered": 500,
+        "first": 10,
+        "last": 500,
+        "segments": 2,
+    }
     assert [len(summaries(tmp_path / "apart.log"))] == [2]

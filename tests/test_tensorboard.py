@@ -264,7 +264,13 @@ def test_a_folder_of_event_files_is_one_run_with_a_segment_per_file(tmp_path: Pa
     result = CliRunner().invoke(main, ["summary", "-q", "--json", str(tmp_path)])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert document["iterations"] == {"logged": 20, "first": 1, "last": 15, "segments": 2}
+    assert document["iterations"] == {
+        "logged": 20,
+        "covered": 20,
+        "first": 1,
+        "last": 15,
+        "segments": 2,
+    }
     assert len(document["sources"]) == 2
 
 

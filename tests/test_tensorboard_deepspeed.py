@@ -127,7 +127,13 @@ def test_summary_of_the_monitor_folder_reads_every_step(shared_logs: Path) -> No
     result = CliRunner().invoke(main, ["summary", "-q", "--json", str(folder)])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert document["iterations"] == {"logged": 20, "first": 1, "last": 20, "segments": 1}
+    assert document["iterations"] == {
+        "logged": 20,
+        "covered": 20,
+        "first": 1,
+        "last": 20,
+        "segments": 1,
+    }
 
 
 def test_the_run_folder_reads_the_event_file_as_a_view_of_the_run_that_wrote_it(

@@ -82,7 +82,13 @@ def test_a_restart_into_a_new_sub_folder_is_a_segment_of_the_run(tmp_path: Path)
     code, stdout, _ = _summary("--json", str(tmp_path / "runs"))
     assert code == 0
     document = json.loads(stdout)
-    assert document["iterations"] == {"logged": 110, "first": 1, "last": 100, "segments": 2}
+    assert document["iterations"] == {
+        "logged": 110,
+        "covered": 110,
+        "first": 1,
+        "last": 100,
+        "segments": 2,
+    }
     (restart,) = document["restarts"]
     assert restart["lost_iterations"] == 10
 

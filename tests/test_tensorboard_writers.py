@@ -70,7 +70,13 @@ def test_tensorboardx_hparams_are_config_and_add_scalars_series_are_not_tflops(
     hparams_file = next(p for p in tmp_path.rglob("*tfevents*") if p.parent.name[0].isdigit())
     assert document["run"]["provenance"]["num_layers"].startswith(f"tensorboard {hparams_file}")
     assert document["reported"]["tflops_per_gpu"] is None
-    assert document["iterations"] == {"logged": 40, "first": 1, "last": 40, "segments": 1}
+    assert document["iterations"] == {
+        "logged": 40,
+        "covered": 40,
+        "first": 1,
+        "last": 40,
+        "segments": 1,
+    }
     assert sorted(Path(item["path"]).parent.name for item in document["read_along"]) == [
         hparams_file.parent.name,
         "samples_per_s",

@@ -37,6 +37,12 @@ ONE_RUN_EACH = "compare takes one run per SOURCE: name each run's files as a SOU
     help="Write the comparison as an HTML file too.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--all",
+    "every_config",
+    is_flag=True,
+    help="List every config difference, not only those that change FLOPs or parallelism.",
+)
 @click.option("--generated-at", metavar="TEXT", help="A date for the HTML file's footer.")
 @analysis_options
 def compare(
@@ -45,11 +51,15 @@ def compare(
     x_axis: str,
     output: Path | None,
     as_json: bool,
+    every_config: bool,
     generated_at: str | None,
     settings: Settings,
 ) -> None:
-    """Compare runs: headline figures side by side with differences and ratios against the
-    first run, the config values that differ, which run is faster and which lost the most
+    """Compare runs: the largest difference and the facts that likely explain it, each run's
+    identity with what differs marked, the iterations logged and the headline figures side
+    by side (per iteration where the logs differ in length) with differences and ratios
+    against the first run, the config values that differ (those that change FLOPs or
+    parallelism first; --all lists the rest), which run is faster and which lost the most
     time. Each SOURCE is one run (a log file, a run directory or a W&B run); one that holds
     several runs is refused with the runs listed (exit 1). The model and hardware options
     apply to every run.
@@ -81,7 +91,7 @@ def compare(
     if as_json:
         echo(json.dumps(compare_json(view), indent=2, allow_nan=False))
     else:
-        echo(render_compare_text(view))
+        echo(render_compare_text(view, every_config=every_config))
     if output is not None:
         from loganalyzer.render.html import render_compare_html
 
