@@ -138,30 +138,56 @@ def test_the_copies_every_rank_prints_count_once(
         assert table["rank"].to_list() == [0, 2]
 
 
-def test_a_preset_flavor_without_model_args(tmp_path: Path) -> None:
-    """torchtitan fixes llama3 8B's shape (torchtitan/models/llama3/__init__.py): a log that
-    names the flavor in its echoed TOML but prints no ModelArgs gets the preset, the
-    vocabulary the tokenizer's, said as an assumption."""
-    log = tmp_path / "run.log"
-    log.write_text(
-        "[model]\n"
-        'name = "llama3"\n'
-        'flavor = "8B"\n'
-        "\n"
-        "[training]\n"
-        "seq_len = 8192\n" + (TITAN / "titan_2026_05_grad_norm.log").read_text(),
-        encoding="utf-8",
-    )
-    doc = _summary(log, "--global-batch-size", "8", "--num-gpus", "8")
+def test_a_current_start_up_names_a_preset_flavor() -> None:
+    """The start-up of a current torchtitan prints `Building llama3 8B` and no ModelArgs;
+    torchtitan fixes that flavor's shape (torchtitan/models/llama3/__init__.py): the preset
+    gives the parameters the log prints."""
+    doc = _summary(TITAN / "synthetic_current_startup_llama3_8b.log")
     model = doc["run"]["model"]
     assert (model["num_layers"], model["hidden_size"], model["ffn_hidden_size"]) == (
         32,
         4096,
         14336,
     )
-    assert model["padded_vocab_size"] == 128256
+    assert model["params"] == 8_030_261_248
+    assert doc["run"]["provenance"]["num_layers"] == "preset torchtitan llama3 8B"
+    assert (doc["run"]["global_batch_size"], doc["run"]["seq_length"]) == (8, 8192)
+    assert doc["run"]["num_gpus"] == 8
+    assert doc["run"]["gpu"]["key"] == "h100-sxm"
+    # the steps are PR 1287's llama3 8B on H100: its own count explains the ratio
+    observed = doc["reported"]["recomputed_over_reported"]
+    assert f"expected ratio {observed:.3f}" in doc["reported"]["explanation"]
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # a TOML file printed before the run (`cat llama3_8b.toml`)
+        '[model]\nname = "llama3"\nflavor = "8B"  # a comment\n\n[training]\nseq_len = 8192\n',
+        # `--debug.print_config` (trainer.py: json.dumps(to_dict(), indent=2))
+        "[titan] 2026-05-18 16:04:20,000 - root - INFO - Running with configs: {\n"
+        '  "model_spec": {\n    "name": "llama3",\n    "flavor": "8B",\n    "model": {\n'
+        '      "dim": 4096\n    }\n  },\n  "training": {\n    "max_context_length": 8192,\n'
+        '    "steps": 1000\n  }\n}\n',
+        # `--job.print_args` (train.py, December 2024: logger.info of job_config.to_dict())
+        "[rank0]:[titan] 2025-03-01 10:00:00,000 - root - INFO - Running with args: "
+        "{'job': {'config_file': 'llama3_8b.toml', 'description': 'Llama 3 8B training'}, "
+        "'model': {'name': 'llama3', 'flavor': '8B', 'norm_type': 'rmsnorm'}, "
+        "'training': {'batch_size': 1, 'seq_len': 8192, 'steps': 1000}}\n",
+    ],
+    ids=["toml", "json", "args"],
+)
+def test_an_echoed_job_config_names_the_flavor(tmp_path: Path, echo: str) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(echo + (TITAN / "titan_2026_05_grad_norm.log").read_text(), encoding="utf-8")
+    doc = _summary(log, "--global-batch-size", "8", "--num-gpus", "8")
+    model = doc["run"]["model"]
+    assert (model["num_layers"], model["num_query_groups"], model["padded_vocab_size"]) == (
+        32,
+        8,
+        128256,
+    )
     assert doc["run"]["seq_length"] == 8192
-    assert any("the llama3 tokenizer's 128256 assumed" in w for w in doc["warnings"])
 
 
 def test_detection_claims_only_what_it_reads(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """torchtitan's printed facts as the run config, in the data model's (Megatron-LM) names.
 
 The model's shape comes from the `Building <model> <flavor> with ModelArgs(...)` line when
-the log has it; else from the flavor, for the flavors whose shape torchtitan fixes (llama3 8B,
-70B, 405B; llama2 7B, 13B, 70B, in torchtitan/models/llama*/__init__.py); the vocabulary
-from the tokenizer (`TikTokenizer built: #words N`) where ModelArgs does not print it. Each
-value keeps the line it was read from; what the parser assumed is said in the warnings.
+the log has it (2024 to 2025); else from the flavor (`Building llama3 8B`, the only model line
+since 2026, or an echoed TOML's `flavor`), for the flavors whose shape torchtitan fixes
+(`FLAVORS`); a ModelArgs vocabulary of -1 is the tokenizer's (`TikTokenizer built: #words N`).
+Each value keeps the line it was read from, a preset its name.
 """
 
 from __future__ import annotations
@@ -16,18 +16,28 @@ import polars as pl
 
 from loganalyzer.model import ConfigValue, Provenance
 
-# Flavors whose shape torchtitan fixes: (layers, dim, heads, kv heads, multiple_of,
-# ffn_dim_multiplier); the vocabulary is the tokenizer's, given by `#words` or assumed.
-FLAVORS: Mapping[tuple[str, str], tuple[int, int, int, int, int, float | None]] = {
-    ("llama3", "8B"): (32, 4096, 32, 8, 1024, 1.3),
-    ("llama3", "70B"): (80, 8192, 64, 8, 4096, 1.3),
-    ("llama3", "405B"): (126, 16384, 128, 8, 4096, 1.2),
-    ("llama2", "7B"): (32, 4096, 32, 32, 256, None),
-    ("llama2", "13B"): (40, 5120, 40, 40, 256, None),
-    ("llama2", "70B"): (80, 8192, 64, 8, 4096, 1.3),
+# Flavors whose shape torchtitan fixes (pytorch/torchtitan torchtitan/models/llama3/__init__.py
+# and qwen3/__init__.py @ b5bcd76c; llama2 until its removal in December 2024): layers, dim,
+# heads, kv heads, FFN width, vocabulary, head_dim (None: dim / heads), tied embeddings.
+# Before 2026 the vocabulary was the tokenizer's: the released ones have these sizes.
+Flavor = tuple[int, int, int, int, int, int, int | None, bool]
+FLAVORS: Mapping[tuple[str, str], Flavor] = {
+    ("llama3", "debugmodel"): (6, 256, 16, 16, 768, 2048, None, False),
+    ("llama3", "1B"): (16, 2048, 32, 8, 8192, 128256, None, False),
+    ("llama3", "3B"): (28, 3072, 24, 8, 8192, 128256, None, False),
+    ("llama3", "8B"): (32, 4096, 32, 8, 14336, 128256, None, False),
+    ("llama3", "70B"): (80, 8192, 64, 8, 28672, 128256, None, False),
+    ("llama3", "405B"): (126, 16384, 128, 8, 53248, 128256, None, False),
+    ("llama2", "7B"): (32, 4096, 32, 32, 11008, 32000, None, False),
+    ("llama2", "13B"): (40, 5120, 40, 40, 13824, 32000, None, False),
+    ("llama2", "70B"): (80, 8192, 64, 8, 28672, 32000, None, False),
+    ("qwen3", "0.6B"): (28, 1024, 16, 8, 3072, 151936, 128, True),
+    ("qwen3", "1.7B"): (28, 2048, 16, 8, 6144, 151936, 128, True),
+    ("qwen3", "4B"): (36, 2560, 32, 8, 9728, 151936, 128, True),
+    ("qwen3", "8B"): (36, 4096, 32, 8, 12288, 151936, 128, False),
+    ("qwen3", "14B"): (40, 5120, 40, 8, 17408, 151936, 128, False),
+    ("qwen3", "32B"): (64, 5120, 64, 8, 25600, 151936, 128, False),
 }
-# The released tokenizers' vocabularies, assumed for a preset flavor when the log prints none.
-TOKENIZER_VOCAB = {"llama3": 128256, "llama2": 32000}
 
 # Mesh dimension names (old `['dp', 'tp']` lists and the `pp=1, dp_shard=8, ...` line) →
 # the data model's parallelism facts; `ep`/`etp` borrow ranks of the others.
@@ -40,20 +50,23 @@ MESH_DIMS = {
 DATA_DIMS = ("dp", "dp_replicate", "dp_shard")
 WORLD_DIMS = ("pp", "tp", "cp", *DATA_DIMS)
 
-# Echoed TOML keys read (as later torchtitan versions named them, and the older ones).
-TOML_KEYS = {
-    "toml.model.name": "model_name",
-    "toml.model.flavor": "flavor",
-    "toml.training.seq_len": "seq_length",
-    "toml.training.local_batch_size": "local_batch_size",
-    "toml.training.batch_size": "local_batch_size",
-    "toml.training.global_batch_size": "global_batch_size",
-    "toml.training.steps": "train_iters",
-    "toml.training.mixed_precision_param": "mixed_precision_param",
-    "toml.parallelism.mixed_precision_param": "mixed_precision_param",
-    "toml.activation_checkpoint.mode": "activation_checkpoint",
+# Echoed job-config keys read (`cfg.<section>.<key>`), as torchtitan named them over time.
+ECHOED_KEYS = {
+    "cfg.model.name": "model_name",
+    "cfg.model.flavor": "flavor",
+    "cfg.model_spec.name": "model_name",
+    "cfg.model_spec.flavor": "flavor",
+    "cfg.training.seq_len": "seq_length",
+    "cfg.training.max_context_length": "seq_length",
+    "cfg.training.local_batch_size": "local_batch_size",
+    "cfg.training.batch_size": "local_batch_size",
+    "cfg.training.global_batch_size": "global_batch_size",
+    "cfg.training.steps": "train_iters",
+    "cfg.training.mixed_precision_param": "mixed_precision_param",
+    "cfg.parallelism.mixed_precision_param": "mixed_precision_param",
+    "cfg.activation_checkpoint.mode": "activation_checkpoint",
 }
-TOML_DEGREES = {
+ECHOED_DEGREES = {
     "tensor_parallel_degree": "tensor_model_parallel_size",
     "pipeline_parallel_degree": "pipeline_model_parallel_size",
     "context_parallel_degree": "context_parallel_size",
@@ -79,12 +92,13 @@ def run_config(facts: pl.DataFrame, source: str) -> tuple[dict[str, ConfigValue]
     }
     warnings: list[str] = []
     for key, (value, _) in stated.items():
-        name = TOML_KEYS.get(key, key)
-        if key.startswith("toml.") and name not in stated and name != key:
+        name = ECHOED_KEYS.get(key, key)
+        if key.startswith("cfg.") and name not in stated and name != key:
             config.setdefault(name, ConfigValue(_typed(value), at(key)))
-        elif not key.startswith(("toml.", "model_args.", "mesh", "run_start")):
+        elif not key.startswith(("cfg.", "model_args.", "mesh", "run_start")):
             config[name] = ConfigValue(_typed(value), at(key))
     _parallelism(stated, config, at)
+    _batch(config)
     _precision(config)
     _shape(stated, config, at, warnings, source)
     if "seq_length" not in config and "model_args.max_seq_len" in stated:
@@ -136,10 +150,35 @@ def _parallelism(
         config["num_gpus"] = ConfigValue(world, where)
         return
     for section in ("parallelism", "training", "experimental"):
-        for toml_key, name in TOML_DEGREES.items():
-            key = f"toml.{section}.{toml_key}"
+        for echoed, name in ECHOED_DEGREES.items():
+            key = f"cfg.{section}.{echoed}"
             if key in stated and name not in config:
                 config[name] = ConfigValue(_typed(stated[key][0]), at(key))
+
+
+def _batch(config: dict[str, ConfigValue]) -> None:
+    """The global batch in sequences where no line states it: the tokens of a train step
+    over the context length (the wording since 2026), else the local batch times the data
+    parallel degree and the accumulation steps."""
+    if "global_batch_size" in config:
+        return
+    tokens, seq = config.get("tokens_per_step"), config.get("seq_length")
+    if tokens is not None and seq is not None:
+        step, length = tokens.value, seq.value
+        if isinstance(step, int) and isinstance(length, int) and length and step % length == 0:
+            where = Provenance(
+                "derived", f"tokens per train step / context length ({tokens.provenance})"
+            )
+            config["global_batch_size"] = ConfigValue(step // length, where)
+            return
+    local, data = config.get("local_batch_size"), config.get("data_parallel_size")
+    steps = config.get("gradient_accumulation_steps")
+    if local is not None and data is not None:
+        values = [local.value, data.value, steps.value if steps is not None else 1]
+        if all(isinstance(v, int) and v > 0 for v in values):
+            batch = values[0] * values[1] * values[2]  # type: ignore[operator]
+            where = Provenance("derived", "local batch x data-parallel degree x accumulation")
+            config["global_batch_size"] = ConfigValue(batch, where)
 
 
 def _precision(config: dict[str, ConfigValue]) -> None:
@@ -172,8 +211,12 @@ def _shape(
         hf = _from_model_args(args)
     elif preset is not None:
         where = Provenance("preset", f"torchtitan {model} {flavor}")
-        layers, dim, heads, kv, multiple, multiplier = preset
-        hf = _hf(layers, dim, heads, kv, _ffn(dim, multiple, multiplier))
+        layers, dim, heads, kv, ffn, vocab, head_dim, tied = preset
+        hf = _hf(layers, dim, heads, kv, ffn)
+        hf["vocab_size"] = vocab
+        if head_dim is not None:
+            hf["kv_channels"] = head_dim
+        hf["untie_embeddings_and_output_weights"] = not tied
     else:
         if model and flavor:
             warnings.append(
@@ -185,14 +228,12 @@ def _shape(
     if int(hf.get("vocab_size", 0)) <= 0:
         if "tokenizer_words" in config:
             hf["vocab_size"] = int(str(config["tokenizer_words"].value))
-        elif model in TOKENIZER_VOCAB:
-            hf["vocab_size"] = TOKENIZER_VOCAB[model]
-            warnings.append(
-                f"{source}: vocabulary not printed: the {model} tokenizer's"
-                f" {TOKENIZER_VOCAB[model]} assumed"
-            )
         else:
             hf.pop("vocab_size", None)
+            warnings.append(
+                f"{where}: the model's vocabulary is the tokenizer's, which the log does not"
+                " print: pass --vocab-size"
+            )
     if "vocab_size" in hf:
         hf["padded_vocab_size"] = hf["vocab_size"]
     for name, value in hf.items():

@@ -23,7 +23,8 @@ CANDIDATES = (
     "Building ",
     "Training starts at step",
     "Trainer is initialized with",
-    "CUDA capacity:",
+    "Running with args",
+    " capacity: ",
     "Peak FLOPS used for computing MFU",
     "#words",
     "total parameters",
@@ -100,7 +101,9 @@ FACT_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"\bgradient accumulation steps (\d+)", ("gradient_accumulation_steps",)),
     (r"\bsequence length (\d+)", ("seq_length",)),
     (r"\btotal steps (\d+)", ("train_iters",)),
-    (r"CUDA capacity: (.+?) with [\d.]+GiB memory", ("gpu_name",)),
+    (r"[A-Z]+ capacity: (.+?) with [\d.]+GiB memory", ("gpu_name",)),
+    (r"\b(\d+) tokens per train step", ("tokens_per_step",)),
+    (r"\bmaximum context length (\d+)", ("seq_length",)),
     (r"Peak FLOPS used for computing MFU: ([\d.eE+-]+)", ("reported_peak_flops",)),
     (r"TikTokenizer built: #words (\d+)", ("tokenizer_words",)),
     (r"size: ([\d,]+) total parameters", ("params",)),
@@ -114,11 +117,28 @@ FACT_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 MODEL_ARGS = r"Building \w[\w./-]* [\w.]+ with \w*Args\((.*)\)\s*$"
 ARGUMENT = r"(\w+)=([^,()]+)"
 
-# The job config as a TOML file echoed into the log (`cat train.toml`): a section header, or a
-# `key = value` line of one of the sections read.
-TOML_SECTION = r"^\s*\[([a-z_][\w.]*)\]\s*(?:#.*)?$"
-TOML_KEY = r"^\s*([a-z_]\w*)\s*=\s*(\"[^\"]*\"|'[^']*'|[-\w.]+)\s*(?:#.*)?$"
-TOML_SECTIONS = ("model", "training", "parallelism", "experimental", "activation_checkpoint")
+# The job config echoed into the log: a TOML file (`cat train.toml`), the JSON of
+# `--debug.print_config` (`Running with configs: {` then one `"key": value,` a line, since
+# October 2025) or the dict of `--job.print_args` (`Running with args: {'job': {...}, ...}`,
+# December 2024 to 2025). Section headers (`[training]`, `"training": {`) and `key = value` /
+# `"key": value` lines, the sections read only.
+SECTION = r"^\s*(?:\[([a-z_][\w.]*)\]|\"([a-z_]\w*)\": \{)\s*(?:#.*)?$"
+KEY = (
+    r"^\s*(?:([a-z_]\w*)\s*=\s*|\"([a-z_]\w*)\":\s*)"
+    r"(\"[^\"]*\"|'[^']*'|[-\w.]+),?\s*(?:#.*)?$"
+)
+ARGS_ECHO = r"Running with args: \{(.*)\}\s*$"
+ARGS_SECTION = r"'(\w+)': \{([^{}]*)\}"
+ARGS_PAIR = r"'(\w+)': ('[^']*'|[^,]+)"
+CONFIG_SECTIONS = (
+    "model",
+    "model_spec",
+    "training",
+    "parallelism",
+    "experimental",
+    "activation_checkpoint",
+)
+CONFIG_SCHEMA = pl.Schema({"line": pl.Int64(), "key": pl.String(), "value": pl.String()})
 
 
 def fact_lines(lines: pl.DataFrame) -> pl.DataFrame:
@@ -153,23 +173,52 @@ def fact_lines(lines: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def toml_lines(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rows (line, key, value) of a job-config TOML echoed into the chunk: `section.key`.
-    Read over the chunk's whole text (a TOML line holds no marker); a section's keys are
-    those below its header within the chunk."""
+def config_echo_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows (line, key, value) of a job config echoed into the chunk, keyed
+    `cfg.<section>.<key>`. Read over the chunk's whole text (a TOML or JSON line holds no
+    marker); a section's keys are those below its header within the chunk."""
     text = pl.col("text")
     marked = frame.select(
         "line",
-        section=text.str.extract(TOML_SECTION),
-        m=text.str.extract_groups(TOML_KEY),
-    ).filter(pl.col("section").is_not_null() | pl.col("m").struct.field("1").is_not_null())
-    if marked.height == 0:
-        return pl.DataFrame(schema={"line": pl.Int64, "key": pl.String, "value": pl.String})
+        section=pl.coalesce(text.str.extract(SECTION, 1), text.str.extract(SECTION, 2)),
+        m=text.str.extract_groups(KEY),
+    )
+    key = pl.coalesce(pl.col("m").struct.field("1"), pl.col("m").struct.field("2"))
+    marked = marked.filter(pl.col("section").is_not_null() | key.is_not_null())
     keyed = marked.with_columns(pl.col("section").forward_fill()).filter(
-        pl.col("section").is_in(TOML_SECTIONS) & pl.col("m").struct.field("1").is_not_null()
+        pl.col("section").is_in(CONFIG_SECTIONS) & key.is_not_null()
     )
-    return keyed.select(
+    echoed = keyed.select(
         "line",
-        key=pl.lit("toml.") + pl.col("section") + pl.lit(".") + pl.col("m").struct.field("1"),
-        value=pl.col("m").struct.field("2").str.strip_chars("'\""),
+        key=pl.lit("cfg.") + pl.col("section") + pl.lit(".") + key,
+        value=pl.col("m").struct.field("3").str.strip_chars("'\""),
     )
+    return pl.concat([echoed.cast(CONFIG_SCHEMA), _args_echo(frame)])
+
+
+def _args_echo(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `Running with args: {'job': {...}, 'training': {...}, ...}` lines."""
+    echoed = frame.filter(pl.col("text").str.contains("Running with args: {", literal=True))
+    if echoed.height == 0:
+        return pl.DataFrame(schema=CONFIG_SCHEMA)
+    sections = (
+        echoed.select("line", part=pl.col("text").str.extract_all(ARGS_SECTION))
+        .explode("part")
+        .filter(pl.col("part").is_not_null())
+        .select(
+            "line",
+            section=pl.col("part").str.extract(r"^'(\w+)'"),
+            pair=pl.col("part").str.extract(r"\{(.*)\}").str.extract_all(ARGS_PAIR),
+        )
+        .filter(pl.col("section").is_in(CONFIG_SECTIONS))
+        .explode("pair")
+        .filter(pl.col("pair").is_not_null())
+    )
+    return sections.select(
+        "line",
+        key=pl.lit("cfg.")
+        + pl.col("section")
+        + pl.lit(".")
+        + pl.col("pair").str.extract(r"^'(\w+)'"),
+        value=pl.col("pair").str.extract(r": (.*)$").str.strip_chars().str.strip_chars("'"),
+    ).cast(CONFIG_SCHEMA)

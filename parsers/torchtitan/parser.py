@@ -73,7 +73,7 @@ class TorchtitanParser:
                 found[key].append(part)
         steps = pl.concat(found["steps"])
         facts = pl.concat(found["facts"])
-        if steps.height == 0 and facts.filter(~pl.col("key").str.starts_with("toml.")).height == 0:
+        if steps.height == 0 and facts.filter(~pl.col("key").str.starts_with("cfg.")).height == 0:
             raise NothingReadError(f"{source}: no torchtitan step lines or start-up lines found")
         config, warnings = run_config(facts, source)
         steps, copies = one_copy(steps.sort("line"))
@@ -107,7 +107,7 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     ).select("line", key=pl.lit("run_start"), value=pl.lit(""))
     return {
         "steps": lines.step_lines(candidates),
-        "facts": pl.concat([lines.fact_lines(candidates), lines.toml_lines(frame), starts]),
+        "facts": pl.concat([lines.fact_lines(candidates), lines.config_echo_lines(frame), starts]),
         "endings": ending_candidates(frame),
     }
 
