@@ -117,3 +117,30 @@ def test_detection_claims_only_what_it_reads(tmp_path: Path) -> None:
     other.write_text("iteration: 3 / 10 | loss: 2.0\n", encoding="utf-8")
     assert parser.detect(other) == 0.0
     assert parser.detect(NANOTRON / "nanotron_2025_10_long_run.log") >= 0.9
+
+
+def test_the_current_wording() -> None:
+    """Since March 2025: `time_per_iteration_ms`, `global_batch_size` in tokens (524K: not
+    exact, kept in the long table as global_batch_tokens), `eta: 0:03:56` (no figure), the
+    logger's date without its year (no timestamp), the start line after a separator."""
+    path = NANOTRON / "synthetic_2025_current_wording.log"
+    doc = _summary(path)
+    assert doc["iterations"] == {"logged": 4, "first": 1, "last": 4, "segments": 1}
+    assert (doc["run"]["global_batch_size"], doc["run"]["seq_length"]) == (128, 4096)
+    run = load_run([str(path)], load_registry()).run
+    assert run.table["step_time_s"].to_list() == pytest.approx([7.94, 2.41, 2.4, 2.42])
+    assert run.table["global_batch_size"].null_count() == 4
+    assert run.table["timestamp"].null_count() == 4
+    assert run.table["grad_norm"].to_list() == pytest.approx([0.92, 1.2, 1.34, 1.1])
+    assert _metric(path, "global_batch_tokens", 2) == [524_000.0]
+    assert _metric(path, "eta", 2) == []
+
+
+def test_a_printed_batch_of_1000_or_more_is_not_taken_as_exact(tmp_path: Path) -> None:
+    """human_format prints 1024 sequences as `1.02K`: the exact batch is the config's."""
+    line = (NANOTRON / "nanotron_2025_10_long_run.log").read_text().splitlines()[0]
+    log = tmp_path / "run.log"
+    log.write_text(line.replace("global_batch_size: 64", "global_batch_size: 1.02K") + "\n")
+    table = load_run([str(log)], load_registry()).run.table
+    assert table["global_batch_size"].to_list() == [None]
+    assert _metric(log, "global_batch_size", 327281) == [1020.0]

@@ -32,6 +32,7 @@ DEGREES = {
     "tp": "tensor_model_parallel_size",
     "pp": "pipeline_model_parallel_size",
     "expert_parallel_size": "expert_model_parallel_size",
+    "context_parallel_size": "context_parallel_size",
 }
 START_KEYS = {
     "start.global_batch_size": "global_batch_size",
@@ -77,7 +78,7 @@ def run_config(facts: pl.DataFrame, source: str) -> tuple[dict[str, ConfigValue]
     for key, name in DEGREES.items():
         if key in stated:
             config[name] = ConfigValue(value(key), at(key))
-    degrees = [config.get(name) for name in DEGREES.values()]
+    degrees = [config.get(name) for name in DEGREES.values()]  # dp, tp, pp first
     if all(d is not None for d in degrees[:3]):
         world = 1
         for found in degrees:

@@ -18,17 +18,23 @@ import polars as pl
 from loganalyzer.textlog import clean, launcher_rank, strip_launcher, to_number
 
 # Literal markers of the lines read; every other line is skipped unparsed.
-CANDIDATES = ("iteration: ", "=", ": ", "[Start training]")
+CANDIDATES = ("iteration: ", "=", ": ")
 
-# The logger's prefix: its time and the process's ranks.
-LOGGER = r"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d) \[[A-Z]+\|DP=\d+\|PP=\d+\|TP=\d+[^\]]*\]: ?"
-# Its `%m/%d/%Y` date, rewritten in ISO order for the timestamp reader.
+# The logger's prefix: its time and the process's ranks. Until 2025 `%m/%d/%Y %H:%M:%S
+# [INFO|DP=0|PP=0|TP=0|host]: `; since, `%m/%d %H:%M:%S [INFO|DP=1|TP=0]: ` (no year; only
+# the ranks of dimensions above 1) in ANSI dim italics.
+LOGGER = r"^(\d\d/\d\d(?:/\d{4})? \d\d:\d\d:\d\d) \[[A-Z]+(?:\|[^\]]*)?\]: ?"
+# A `%m/%d/%Y` date, rewritten in ISO order for the timestamp reader; one without its year
+# gives no timestamp.
 US_DATE = r"^(\d\d)/(\d\d)/(\d{4})"
 ITERATION = r"^iteration: (\d+) / (\d+) \| (.*)$"
 
-# The iteration line's fields that are the table's columns, and their scale to its units.
+# The iteration line's fields that are the table's columns, and their scale to its units
+# (`time_per_iteration_ms` since March 2025, when `global_batch_size` became the batch in
+# tokens: see `BATCH_IN_TOKENS`).
 TABLE_FIELDS = {
     "elapsed_time_per_iteration_ms": ("step_time_s", 1e-3),
+    "time_per_iteration_ms": ("step_time_s", 1e-3),
     "lm_loss": ("loss", 1.0),
     "lr": ("lr", 1.0),
     "grad_norm": ("grad_norm", 1.0),
@@ -36,6 +42,11 @@ TABLE_FIELDS = {
     "tokens_per_sec": ("tokens_per_s", 1.0),
     "model_tflops_per_gpu": ("reported_tflops_per_gpu", 1.0),
 }
+
+# The wording whose `global_batch_size` counts tokens (nanotron 2025-03 on).
+BATCH_IN_TOKENS = "time_per_iteration_ms"
+# A figure as human_format prints it (`eta: 1 day, 2:03:04` is no figure).
+FIGURE = r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[KMGTPE]?\s*$|^\s*[-+]?(?:nan|inf)\s*$"
 
 # Config fields read, from the printed `Config(...)` (`key=value,`) or a YAML dump
 # (`key: value`): nanotron's names.
@@ -58,6 +69,7 @@ CONFIG_KEYS = (
     "make_vocab_size_divisible_by",
     "recompute_layer",
     "expert_parallel_size",
+    "context_parallel_size",
     "moe_num_experts",
     "num_experts_per_tok",
     "moe_intermediate_size",
@@ -67,8 +79,9 @@ CONFIG_LINE = r"^\s*(?:\w+=\w+\()*(" + "|".join(CONFIG_KEYS) + r")\s*[:=]\s*([^,
 # The parallelism degrees: `parallelism=ParallelismArgs(dp=2,`, `pp=1,` / YAML `  dp: 2`.
 DEGREE_LINE = r"^\s*(?:parallelism=ParallelismArgs\()?(dp|pp|tp)\s*[:=]\s*(\d+)\s*,?\s*$"
 # `[Start training] datetime: ... | mbs: 2 | grad_accum: 1 | global_batch_size: 2 |
-# sequence_length: 256 | train_steps: 15 | ...`
-START = r"\[Start training\] (.*)$"
+# sequence_length: 256 | train_steps: 15 | ...`; since 2025 the line after a `Start training`
+# separator: `mbs: 2 | grad_accum: 1 | cp: 1 | sequence_length: ... | global_batch_size: ...`.
+START = r"^(?:\[Start training\] (.*)|(mbs: \d+ \| grad_accum: \d+ \|.*))$"
 
 
 def candidates(frame: pl.DataFrame) -> pl.DataFrame:
@@ -80,7 +93,8 @@ def candidates(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(launcher_rank(text))
         .with_columns(clean(strip_launcher(text)).alias("text"))
     )
-    stamp = pl.col("text").str.extract(LOGGER).str.replace(US_DATE, "$3-$1-$2")
+    found = pl.col("text").str.extract(LOGGER)
+    stamp = pl.when(found.str.contains(US_DATE)).then(found.str.replace(US_DATE, "$3-$1-$2"))
     return lines.with_columns(stamp=stamp, text=pl.col("text").str.replace(LOGGER, ""))
 
 
@@ -103,6 +117,7 @@ def iteration_fields(lines: pl.DataFrame) -> pl.DataFrame:
         .explode("field")
         .with_columns(pair=pl.col("field").str.splitn(": ", 2))
     )
+    printed = pl.col("pair").struct.field("field_1").fill_null("")
     return fields.select(
         "line",
         "rank",
@@ -110,7 +125,7 @@ def iteration_fields(lines: pl.DataFrame) -> pl.DataFrame:
         "iteration",
         "total",
         name=pl.col("pair").struct.field("field_0").str.strip_chars(),
-        value=to_number(pl.col("pair").struct.field("field_1").fill_null("")),
+        value=pl.when(printed.str.contains(FIGURE)).then(to_number(printed)),
     ).filter(pl.col("iteration").is_not_null())
 
 
@@ -131,7 +146,9 @@ def config_lines(lines: pl.DataFrame) -> pl.DataFrame:
             )
         )
     start = (
-        lines.select("line", fields=text.str.extract(START))
+        lines.select(
+            "line", fields=pl.coalesce(text.str.extract(START, 1), text.str.extract(START, 2))
+        )
         .filter(pl.col("fields").is_not_null())
         .select("line", pair=pl.col("fields").str.split(" | "))
         .explode("pair")

@@ -70,7 +70,7 @@ class NanotronParser:
         config, warnings = run_config(facts, source)
         records = _records(fields)
         records, copies = one_copy(records)
-        starts = facts.filter(pl.col("key") == "start.datetime").select("line")
+        starts = facts.filter(pl.col("key") == "start.mbs").select("line")
         table = step_table(launches(records, starts), source, clock_times=False)
         if table.height:
             warnings.append(f"{source}: {PRECISION_NOTE}")
@@ -103,9 +103,15 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 
 def _records(fields: pl.DataFrame) -> pl.DataFrame:
-    """One row per iteration line, the table's fields as its columns, in line order."""
+    """One row per iteration line, the table's fields as its columns, in line order. The
+    printed global batch is a column only where exact: in sequences (before March 2025) and
+    below 1000 (human_format keeps 3 significant digits: 1024 prints `1.02K`)."""
     keys = fields.select("line", "rank", "stamp", "iteration").unique("line").sort("line")
-    table_fields = fields.filter(pl.col("name").is_in(list(lines.TABLE_FIELDS)))
+    batch = pl.col("name") == "global_batch_size"
+    inexact = batch & (_in_tokens() | (pl.col("value") >= 1000))
+    table_fields = fields.filter(
+        pl.col("name").is_in(list(lines.TABLE_FIELDS)) & ~inexact.fill_null(False)
+    )
     if table_fields.height == 0:
         return keys
     scaled = table_fields.with_columns(
@@ -117,12 +123,25 @@ def _records(fields: pl.DataFrame) -> pl.DataFrame:
     return keys.join(wide, on="line", how="left").sort("line")
 
 
+def _in_tokens() -> pl.Expr:
+    """Whether a field's line is of the wording whose `global_batch_size` counts tokens."""
+    found: pl.Expr = (pl.col("name") == lines.BATCH_IN_TOKENS).any().over("line")
+    return found
+
+
 def _metrics(fields: pl.DataFrame, table: pl.DataFrame, source: str) -> pl.DataFrame:
-    """The long table: each kept iteration line's fields that are not the table's columns."""
+    """The long table: each kept iteration line's fields that are not the table's columns,
+    and the printed global batch (`global_batch_tokens` where it counts tokens)."""
     kept = table.select("line")
+    batch = pl.col("name") == "global_batch_size"
+    name = pl.when(batch & _in_tokens()).then(pl.lit("global_batch_tokens")).otherwise("name")
     long = (
         fields.join(kept, on="line", how="semi")
-        .filter(~pl.col("name").is_in(list(lines.TABLE_FIELDS)) & pl.col("value").is_not_null())
+        .with_columns(name=name)
+        .filter(
+            (~pl.col("name").is_in(list(lines.TABLE_FIELDS)) | batch)
+            & pl.col("value").is_not_null()
+        )
         .select(
             "iteration",
             pl.col("name").cast(pl.Categorical),
