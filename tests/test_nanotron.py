@@ -144,3 +144,8 @@ def test_a_printed_batch_of_1000_or_more_is_not_taken_as_exact(tmp_path: Path) -
     table = load_run([str(log)], load_registry()).run.table
     assert table["global_batch_size"].to_list() == [None]
     assert _metric(log, "global_batch_size", 327281) == [1020.0]
+
+
+def test_a_checkpoint_save_is_tied_to_the_iteration_before_it() -> None:
+    path = NANOTRON / "nanotron_2024_08_tiny_llama.log"  # `Saving checkpoint at checkpoints/10`
+    assert _metric(path, "event/checkpoint_save", 10) == [1.0]

@@ -197,3 +197,32 @@ def test_detection_claims_only_what_it_reads(tmp_path: Path) -> None:
     other.write_text("step: 10 loss: 2.0\nvalidate step: 10  loss: 2.1\n", encoding="utf-8")
     assert parser.detect(other) == 0.0
     assert parser.detect(TITAN / "titan_2024_10_wps_llama2_7b.log") >= 0.9
+
+
+# metrics.py's validator line and the checkpointer's save line (2025 wording), between
+# step lines of PR 1884's form.
+EVENTS = (
+    "[rank0]:[titan] 2025-10-15 10:37:07,957 - root - INFO - step: 10  loss: 10.2391"
+    "  grad_norm: 16.1413  memory: 44.84GiB(47.19%)  tps: 5,615  tflops: 325.20  mfu: 32.88%\n"
+    "[rank0]:[titan] 2025-10-15 10:37:08,000 - root - INFO - Saving the checkpoint (or"
+    " staging if async is enabled).\n"
+    "[rank0]:[titan] 2025-10-15 10:37:19,000 - root - INFO - \x1b[33mvalidate step: 10"
+    "  \x1b[32mloss:  9.8765  \x1b[36mmemory: 44.84GiB(47.19%)  \x1b[34mtps: 12,000\x1b[39m\n"
+    "[rank0]:[titan] 2025-10-15 10:37:29,957 - root - INFO - step: 20  loss: 10.1000"
+    "  grad_norm: 16.1413  memory: 44.84GiB(47.19%)  tps: 5,615  tflops: 325.20  mfu: 32.88%\n"
+)
+
+
+def test_saves_and_validations_go_to_the_long_table(tmp_path: Path) -> None:
+    """A save is tied to the step line before it, a validation to the step it names; the
+    validator's `validate step:` is no training step."""
+    log = tmp_path / "run.log"
+    log.write_text(EVENTS, encoding="utf-8")
+    run = load_run([str(log)], load_registry()).run
+    assert run.table["iteration"].to_list() == [10, 20]
+    assert isinstance(run.metrics, pl.DataFrame)
+    events = run.metrics.filter(pl.col("name").cast(pl.String).str.contains("/"))
+    assert events.select("iteration", "name", "value").rows() == [
+        (10, "event/checkpoint_save", 1.0),
+        (10, "validation/loss", 9.8765),
+    ]

@@ -129,6 +129,15 @@ def iteration_fields(lines: pl.DataFrame) -> pl.DataFrame:
     ).filter(pl.col("iteration").is_not_null())
 
 
+# The trainer's save line (trainer.py: `Saving checkpoint at {checkpoint_path}`, a WARNING).
+CHECKPOINT_SAVE = "Saving checkpoint at "
+
+
+def save_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """The lines (line, rank) that say a checkpoint is being saved."""
+    return lines.filter(pl.col("text").str.starts_with(CHECKPOINT_SAVE)).select("line", "rank")
+
+
 def config_lines(lines: pl.DataFrame) -> pl.DataFrame:
     """Rows (line, key, value) of the config the chunk prints: Config(...) fields, a YAML
     dump's, the parallelism degrees, and the `[Start training]` line's fields."""

@@ -28,6 +28,8 @@ START_MARKERS = re.compile(
 ITERATION_SCORE = 0.9
 START_SCORE = 0.5
 
+SAVE_EVENT = "event/checkpoint_save"
+
 # What nanotron's human_format does to every figure, said once per run.
 PRECISION_NOTE = (
     "nanotron prints every figure to 3 significant digits (`11.5K` ms): step times and"
@@ -59,7 +61,12 @@ class NanotronParser:
 
     def parse(self, path: Path) -> Run:
         source = str(path)
-        found: dict[str, list[pl.DataFrame]] = {"fields": [], "facts": [], "endings": []}
+        found: dict[str, list[pl.DataFrame]] = {
+            "fields": [],
+            "facts": [],
+            "saves": [],
+            "endings": [],
+        }
         for chunk in scanned_chunks(path, _scan):
             for key, part in chunk.items():
                 found[key].append(part)
@@ -85,7 +92,7 @@ class NanotronParser:
             framework="nanotron",
             config=config,
             table=table,
-            metrics=_metrics(fields, table, source),
+            metrics=_metrics(fields, table, pl.concat(found["saves"]), source),
             sources=[SourceInfo(source, self.name, table.height)],
             warnings=warnings,
             endings=read_endings(found["endings"], source),
@@ -98,6 +105,7 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return {
         "fields": lines.iteration_fields(candidates),
         "facts": lines.config_lines(candidates),
+        "saves": lines.save_lines(candidates),
         "endings": ending_candidates(frame),
     }
 
@@ -129,9 +137,12 @@ def _in_tokens() -> pl.Expr:
     return found
 
 
-def _metrics(fields: pl.DataFrame, table: pl.DataFrame, source: str) -> pl.DataFrame:
+def _metrics(
+    fields: pl.DataFrame, table: pl.DataFrame, saves: pl.DataFrame, source: str
+) -> pl.DataFrame:
     """The long table: each kept iteration line's fields that are not the table's columns,
-    and the printed global batch (`global_batch_tokens` where it counts tokens)."""
+    the printed global batch (`global_batch_tokens` where it counts tokens), and checkpoint
+    saves tied to the iteration line before them."""
     kept = table.select("line")
     batch = pl.col("name") == "global_batch_size"
     name = pl.when(batch & _in_tokens()).then(pl.lit("global_batch_tokens")).otherwise("name")
@@ -150,6 +161,19 @@ def _metrics(fields: pl.DataFrame, table: pl.DataFrame, source: str) -> pl.DataF
             rank="rank",
             line="line",
         )
-        .sort("line", "name")
     )
-    return conform_metrics(long)
+    placed = (
+        saves.sort("line")
+        .join_asof(table.select("line", "iteration").sort("line"), on="line")
+        .drop_nulls("iteration")
+        .unique("iteration", keep="first", maintain_order=True)
+        .select(
+            "iteration",
+            name=pl.lit(SAVE_EVENT).cast(pl.Categorical),
+            value=pl.lit(1.0),
+            source=pl.lit(source).cast(pl.Categorical),
+            rank=pl.col("rank"),
+            line=pl.col("line"),
+        )
+    )
+    return conform_metrics(pl.concat([long, placed]).sort("line", "name"))

@@ -31,6 +31,9 @@ CANDIDATES = (
     "activation checkpointing",
     "torchtitan version",
     "Starting job",
+    "the checkpoint",
+    "checkpoint at last step",
+    "Saving a model only checkpoint",
     " = ",
     "[",
 )
@@ -85,6 +88,44 @@ def step_lines(lines: pl.DataFrame) -> pl.DataFrame:
         loss=pl.col("m").struct.field("2"),
         **{name: pl.col("text").str.extract(pattern) for name, pattern in FIELDS.items()},
     ).filter(pl.col("iteration").is_not_null())
+
+
+# The validator's line (metrics.py: `validate step: {step:2}  loss: {loss:7.4f}  memory: ...`)
+# and the checkpointer's (`Saving the checkpoint.`, `Staging the checkpoint.` when async;
+# before 2025 `Saving the checkpoint (or staging if async is enabled).`; at the last step
+# `Saving a full checkpoint at last step, step N.` or `Saving a model only checkpoint in ...`).
+VALIDATION = r"(?:^|\s-\s|\]\s?)validate step:\s*(\d+)\s+loss:\s*([-+\w.]+)"
+CHECKPOINT_SAVE = (
+    r"(?:Saving|Staging) the checkpoint\b|Saving a full checkpoint at last step"
+    r"|Saving a model only checkpoint"
+)
+SAVE_EVENT = "event/checkpoint_save"
+
+
+def event_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """Rows (line, rank, iteration, name, value) of validation and checkpoint-save lines: a
+    validation names its step; a save's is the step line's before it (null here)."""
+    text = pl.col("text")
+    validated = (
+        lines.filter(text.str.contains("validate step:", literal=True))
+        .with_columns(m=text.str.extract_groups(VALIDATION))
+        .filter(pl.col("m").struct.field("1").is_not_null())
+        .select(
+            "line",
+            "rank",
+            iteration=pl.col("m").struct.field("1").cast(pl.Int64, strict=False),
+            name=pl.lit("validation/loss"),
+            value=as_number(pl.col("m").struct.field("2")),
+        )
+    )
+    saved = lines.filter(text.str.contains(CHECKPOINT_SAVE)).select(
+        "line",
+        "rank",
+        iteration=pl.lit(None, dtype=pl.Int64),
+        name=pl.lit(SAVE_EVENT),
+        value=pl.lit(1.0),
+    )
+    return pl.concat([validated, saved])
 
 
 def as_number(text: pl.Expr) -> pl.Expr:

@@ -67,7 +67,12 @@ class TorchtitanParser:
 
     def parse(self, path: Path) -> Run:
         source = str(path)
-        found: dict[str, list[pl.DataFrame]] = {"steps": [], "facts": [], "endings": []}
+        found: dict[str, list[pl.DataFrame]] = {
+            "steps": [],
+            "facts": [],
+            "events": [],
+            "endings": [],
+        }
         for chunk in scanned_chunks(path, _scan):
             for key, part in chunk.items():
                 found[key].append(part)
@@ -92,7 +97,7 @@ class TorchtitanParser:
             framework="torchtitan",
             config=config,
             table=table,
-            metrics=_metrics(steps, source),
+            metrics=_metrics(steps, pl.concat(found["events"]), source),
             sources=[SourceInfo(source, self.name, table.height)],
             warnings=warnings,
             endings=read_endings(found["endings"], source),
@@ -107,6 +112,7 @@ def _scan(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
     ).select("line", key=pl.lit("run_start"), value=pl.lit(""))
     return {
         "steps": lines.step_lines(candidates),
+        "events": lines.event_lines(candidates),
         "facts": pl.concat([lines.fact_lines(candidates), lines.config_echo_lines(frame), starts]),
         "endings": ending_candidates(frame),
     }
@@ -126,18 +132,30 @@ def _values(steps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _metrics(steps: pl.DataFrame, source: str) -> pl.DataFrame:
-    """The long table: what each step line prints beside the table's columns."""
+def _metrics(steps: pl.DataFrame, events: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The long table: what each step line prints beside the table's columns, validation
+    losses, and checkpoint saves tied to the step line before them."""
     names = list(lines.LONG_NAMES)
-    long = (
+    printed = (
         steps.select("iteration", "rank", "line", *names)
         .unpivot(index=["iteration", "rank", "line"], on=names, variable_name="name")
         .with_columns(
             value=lines.as_number(pl.col("value")),
             name=pl.col("name").replace_strict(lines.LONG_NAMES),
-            source=pl.lit(source),
         )
-        .filter(pl.col("value").is_not_null())
+    )
+    before = steps.select("line", step="iteration").sort("line")
+    placed = (
+        events.sort("line")
+        .join_asof(before, on="line", strategy="backward")
+        .with_columns(iteration=pl.coalesce("iteration", "step"))
+        .drop("step")
+        .unique(["iteration", "name"], keep="first", maintain_order=True)  # ranks' copies
+    )
+    long = (
+        pl.concat([printed, placed.select(printed.columns)])
+        .filter(pl.col("value").is_not_null() & pl.col("iteration").is_not_null())
+        .with_columns(source=pl.lit(source))
         .sort("line", "name")
     )
     return conform_metrics(
