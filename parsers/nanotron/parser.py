@@ -42,8 +42,8 @@ class NanotronParser:
 
     name = "nanotron"
     description = (
-        "nanotron stdout (2024 to 2025): iteration lines with K/M/G figures, the printed"
-        " Config (model, tokens, parallelism) or its YAML"
+        "nanotron stdout (2024 to today): iteration lines with K/M/G figures (both wordings),"
+        " the printed Config (model, tokens, parallelism) or its YAML, checkpoint saves"
     )
     tested_on = ("nanotron 2024-01", "nanotron 2024-08 (0.4)", "nanotron 2025-10")
 

@@ -101,6 +101,9 @@ def run_config(facts: pl.DataFrame, source: str) -> tuple[dict[str, ConfigValue]
     _batch(config)
     _precision(config)
     _shape(stated, config, at, warnings, source)
+    # torchtitan sets ModelArgs.max_seq_len from training.seq_len before it prints them
+    # (train.py from April 2024, ModelArgs.update_from_config from March 2025): where no
+    # start-up line states the sequence length, that one does
     if "seq_length" not in config and "model_args.max_seq_len" in stated:
         config["seq_length"] = ConfigValue(
             int(stated["model_args.max_seq_len"][0]), at("model_args.max_seq_len")

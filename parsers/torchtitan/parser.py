@@ -44,7 +44,8 @@ class TorchtitanParser:
     name = "torchtitan"
     description = (
         "torchtitan stdout (2024 to 2026): step lines (wps/tps, tflops, mfu, grad_norm),"
-        " ModelArgs and flavor presets, device mesh, batch and echoed TOML config"
+        " ModelArgs and flavor presets, device mesh, batch, the job config echoed (TOML, JSON,"
+        " dict), validation and checkpoint lines"
     )
     tested_on = (
         "torchtitan 2024-10 (wps:, no [titan] prefix)",
