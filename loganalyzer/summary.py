@@ -203,6 +203,7 @@ def build_summary(
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
             "explanation": efficiency.reported_explanation,
+            "mfu": efficiency.reported_mfu,
         },
         "peak": efficiency.peak,
         "warmup": [dataclasses.asdict(w) for w in analysis.warmup],

@@ -36,6 +36,7 @@ from loganalyzer.flops.shape import (
     shape_from_megatron_args,
 )
 from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Run
+from loganalyzer.spill import collect
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Efficiency:
     reported_tflops_per_gpu: float | None
     recomputed_over_reported: float | None
     reported_explanation: str | None
+    # the framework's own MFU, as printed (a fraction): torchtitan's `mfu:`, against its peak
+    reported_mfu: float | None
     expected_ratio: float | None
     params: int | None
     active_params: int | None  # per token: the experts a token is routed to, for MoE
@@ -364,6 +367,10 @@ def measure(
         overall = _overall(flops, facts.num_gpus, *logged, peak_value)
     printed = _reported_per_gpu(run, facts.num_gpus)
     reported = _median(printed if steady_rows is None else printed.gather(steady_rows))
+    printed_mfu = _reported_mfu(run)
+    reported_mfu = _median(printed_mfu if steady_rows is None else printed_mfu.gather(steady_rows))
+    if reported is None and reported_mfu is not None:
+        reported = _tflops_of_reported_mfu(run, reported_mfu)
     shown = figures.tflops_per_gpu if figures else None
     ratio = shown / reported if shown is not None and reported else None
     if ratio is None and flops is not None:
@@ -386,6 +393,7 @@ def measure(
         reported_tflops_per_gpu=reported,
         recomputed_over_reported=ratio,
         reported_explanation=explanation,
+        reported_mfu=reported_mfu,
         expected_ratio=expected,
         params=params,
         active_params=active,
@@ -409,6 +417,34 @@ def _reported_per_gpu(run: Run, num_gpus: int | None) -> pl.Series:
     return run.table.select(
         reported_tflops_per_gpu=per_step / (pl.col("step_time_s") * num_gpus * 1e12)
     ).to_series()
+
+
+# The long-table metric of a framework's printed MFU, in percent (torchtitan's `mfu:`), and the
+# config fact of the peak it was computed against, in FLOP/s ("Peak FLOPS used for computing
+# MFU: 9.890e+14").
+REPORTED_MFU_METRIC = "reported_mfu_pct"
+REPORTED_PEAK_FACT = "reported_peak_flops"
+
+
+def _reported_mfu(run: Run) -> pl.Series:
+    """Per record of the table, the framework's printed MFU as a fraction (null where none)."""
+    printed = collect(
+        run.metrics.lazy()
+        .filter(pl.col("name").cast(pl.String) == REPORTED_MFU_METRIC)
+        .select("line", mfu=pl.col("value") / 100)
+    )
+    records = run.table.select("line")
+    if printed.height == 0:
+        return pl.Series("mfu", [None] * records.height, dtype=pl.Float64)
+    joined = records.join(printed.unique("line"), on="line", how="left", maintain_order="left")
+    return joined.get_column("mfu")
+
+
+def _tflops_of_reported_mfu(run: Run, mfu: float) -> float | None:
+    """The TFLOPS/GPU a printed MFU stands for against the peak the framework printed beside
+    it: a log of torchtitan from before its `tflops:` field (February 2025) prints only MFU."""
+    peak = run.get(REPORTED_PEAK_FACT)
+    return mfu * float(peak) / 1e12 if isinstance(peak, (int, float)) and peak > 0 else None
 
 
 def _ratio_to_total_flos(run: Run, per_iteration: float) -> float | None:

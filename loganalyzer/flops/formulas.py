@@ -400,6 +400,10 @@ _EXPLAIN = {
         " term, all MoE experts and padding counted"
     ),
     "torchtitan": "torchtitan counts 6·(N - embeddings) + 12·l·a·d·s per token, non-causal",
+    "nanotron": (
+        "nanotron's model_tflops_per_gpu counts every matmul of a gated-MLP llama x3, attention"
+        " in full (not halved for the causal mask), the unpadded vocabulary"
+    ),
     "nanogpt": "nanoGPT counts 6N + 12·l·a·d·s per token and divides by a fixed A100 peak of 312",
     "deepspeed-profiler": (
         "the DeepSpeed flops profiler counts executed module ops: recompute included,"
@@ -456,7 +460,7 @@ def expected_reported_ratio(
         return 1.0  # core >= 0.12 prints exactly the default formula
     try:
         ours = compute_flops(shape, batch).per_iteration
-        if key == "megatron-lm-0.11":
+        if key in ("megatron-lm-0.11", "nanotron"):
             theirs = megatron_core_v011_flops(shape, batch)
         elif key == "megatron-deepspeed":
             theirs = megatron_deepspeed_reported_flops(shape, batch, recompute == "full")

@@ -164,6 +164,8 @@ def _efficiency_section(doc: dict[str, Any]) -> list[str]:
     else:
         rows.append(("recomputed", f"{UNKNOWN} (see warnings)"))
     rows.append(("reported TFLOPS/GPU", number(reported["tflops_per_gpu"], ".1f")))
+    if reported.get("mfu") is not None:
+        rows.append(("reported MFU", percent(reported["mfu"])))
     if reported["recomputed_over_reported"] is not None:
         rows.append(("recomputed/reported", ratio(reported["recomputed_over_reported"], 3)))
     lines = ["Efficiency", *_rows(rows)]
