@@ -634,6 +634,7 @@ def _timers(metrics: Metrics) -> Chart | None:
             }
         )
     layout = base_layout("ms", barmode="stack", bargap=0.1, colorway=list(CATEGORICAL))
+    layout["legend"]["traceorder"] = "normal"  # largest first, as stacked from the axis up
     return Chart(
         "chart-timers",
         "Timer phases per record",
