@@ -12,6 +12,7 @@ import pytest
 from loganalyzer.render.charts import LOG_SPREAD, build_charts
 from loganalyzer.render.numbers import duration, percent
 from loganalyzer.render.view import build_view, chart_facts, top_verdicts
+from tests.conftest import ROOT
 from tests.first_screen_runs import write_tensorboard_run
 from tests.report_helpers import EXAMPLE, EXAMPLE_ARGS, loaded_run, summary_json
 
@@ -133,3 +134,14 @@ def test_step_time_stays_linear_without_a_spike(example: tuple[dict[str, Any], A
     timers = charts["chart-timers"].figure
     colours = timers["layout"]["colorway"][: len(timers["data"])]
     assert len(set(colours)) == len(colours) == len(timers["data"])
+
+
+def test_no_waterfall_says_what_is_missing() -> None:
+    """The example without `--gpu`: FLOPs are known, the peak is not; a crashed run's log
+    with `--gpu`: the peak is known, its FLOPs are not."""
+    no_peak = build_view(summary_json([str(EXAMPLE)], []), charts=False)
+    assert no_peak.waterfall is None
+    assert no_peak.waterfall_missing == "steady MFU unknown; GPU peak unknown"
+    crash = str(ROOT / "fixtures/endings/cuda_error/bigscience_tr1_ecc_uncorrectable.log")
+    no_flops = build_view(summary_json([crash], ["--gpu", "a100-sxm4-80gb"]), charts=False)
+    assert no_flops.waterfall_missing == "steady MFU unknown; FLOPs per iteration unknown"

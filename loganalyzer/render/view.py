@@ -137,6 +137,7 @@ def build_view(
         top_verdicts=top_verdicts(doc, verdicts),
         waterfall=falls,
         waterfall_chart=waterfall_chart(falls) if charts and falls else None,
+        waterfall_missing="" if falls else waterfall_missing(doc),
         causes=causes[:SLOW_ROWS],
         causes_more=max(0, len(causes) - SLOW_ROWS),
         health=health_view(doc),
@@ -841,6 +842,16 @@ def waterfall(doc: Mapping[str, Any]) -> Waterfall | None:
         achieved_label=str(found.get("achieved_label") or ""),
         notes=tuple(str(n) for n in found.get("notes") or ()),
     )
+
+
+def waterfall_missing(doc: Mapping[str, Any]) -> str:
+    """Why the document has no waterfall: its own notes, then the inputs it lacks."""
+    reasons = [str(n) for n in _get(doc, "waterfall", "notes") or ()]
+    if _get(doc, "flops", "per_iteration") is None:
+        reasons.append("FLOPs per iteration unknown")
+    if _float(_get(doc, "peak", "tflops_per_gpu")) is None:
+        reasons.append("GPU peak unknown")
+    return "; ".join(reasons) or "the document has no waterfall"
 
 
 def _inputs(inputs: Mapping[str, Any], *, whole: bool) -> str:

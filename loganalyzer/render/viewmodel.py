@@ -265,6 +265,8 @@ class ReportView:
     # below it: the waterfall (table and chart), every lost interval, run health
     waterfall: Waterfall | None = None
     waterfall_chart: Chart | None = None
+    # why there is no waterfall: the document's notes and the inputs it lacks
+    waterfall_missing: str = ""
     causes: tuple[CauseRow, ...] = ()
     causes_more: int = 0
     health: Health | None = None
