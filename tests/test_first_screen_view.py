@@ -85,7 +85,7 @@ def test_waterfall_is_the_documents(example: tuple[dict[str, Any], Any]) -> None
     assert [s.after for s in falls.steps] == [percent(s["value_after"]) for s in steps]
     bubble = falls.steps[0]
     assert bubble.factor == "× 0.364"
-    assert bubble.inputs == "p=8, m=4, v=1, bubble_share=0.6364"
+    assert bubble.inputs == "p=8, m=4, v=1, bubble_share=63.6 %"
     communication = falls.steps[1]
     assert "backward-embedding-all-reduce 726.2" in communication.inputs  # every timer
     assert "timers_ms: 5 values" in communication.short  # the chart's label: how many

@@ -854,6 +854,11 @@ def waterfall_missing(doc: Mapping[str, Any]) -> str:
     return "; ".join(reasons) or "the document has no waterfall"
 
 
+# Waterfall inputs that are fractions of a whole (shares of the step, MFU, HFU): printed as
+# percents, as every fraction on the page is.
+_FRACTION_INPUTS = frozenset({"w", "b", "c", "d"})
+
+
 def _inputs(inputs: Mapping[str, Any], *, whole: bool) -> str:
     """`name=value` for each input; a table of inputs (timers) in full, or only its size."""
     parts = []
@@ -864,6 +869,8 @@ def _inputs(inputs: Mapping[str, Any], *, whole: bool) -> str:
                 parts.append(f"{name}: {inner}")
             else:
                 parts.append(f"{name}: {plural(len(value), 'value')}")
+        elif name in _FRACTION_INPUTS or name.endswith("share") or name.startswith(("mfu", "hfu")):
+            parts.append(f"{name}={percent(value)}")
         else:
             parts.append(f"{name}={number(value, '.4g')}")
     return ", ".join(parts)
