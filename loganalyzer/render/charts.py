@@ -19,7 +19,8 @@ from loganalyzer.analysis.medians import grouped_median
 from loganalyzer.analysis.phases import logged_phases, parent_of, timer_means, timer_phases
 from loganalyzer.model import Metrics, Run
 from loganalyzer.render.downsample import keep_shape
-from loganalyzer.render.viewmodel import Chart, ChartFacts
+from loganalyzer.render.numbers import TIMES
+from loganalyzer.render.viewmodel import Chart, ChartFacts, Waterfall
 from loganalyzer.spill import metric_names
 
 ACCENT = "#1f5f99"
@@ -37,6 +38,21 @@ HISTOGRAM_BINS = 60
 TIMER_BUCKETS = 400
 TIMER_PHASES = 8  # the largest phases drawn apart; the rest are summed as "other"
 MAX_RANK_METRICS = 4
+# Timer phases and ranks: a categorical palette whose neighbours differ in hue and lightness
+# (Tableau 10, the colour-blind-checked set plotting tools ship), so stacked phases stay apart.
+CATEGORICAL = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+LOSS = "#d9826b"
 
 
 def build_charts(run: Run, facts: ChartFacts) -> tuple[Chart, ...]:
@@ -257,7 +273,17 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
         shapes.append(_vline(facts.ending.iteration, ALERT, "dashdot"))
         annotations.append(_vlabel(facts.ending.iteration, facts.ending.label))
         traces.append(legend_line(f"ending: {facts.ending.label}", ALERT, "dashdot"))
-    layout = base_layout("seconds per iteration", shapes=shapes)
+    slowest = table["step_time_s"].max()
+    log = (
+        facts.pace_s is not None
+        and facts.pace_s > 0
+        and isinstance(slowest, (int, float))
+        and slowest / facts.pace_s >= LOG_SPREAD
+    )
+    layout = base_layout("seconds per iteration", shapes=shapes, updatemenus=[scale_toggle(log)])
+    layout["margin"] = {**layout["margin"], "b": 64}
+    if log:
+        layout["yaxis"].update(type="log", tickformat=LOG_TICKS)
     if annotations:
         layout["annotations"] = annotations
     return Chart(
@@ -266,12 +292,122 @@ def _step_time(table: pl.DataFrame, facts: ChartFacts) -> Chart | None:
         "Each point is a logged record (its average over the iterations it covers). The "
         "dashed line is the steady pace; marked points are the slow steps the tables list; "
         "dotted lines are restarts; shaded ranges are warm-up, redone work and sustained "
-        "slowdowns."
+        "slowdowns. The buttons under it switch the time axis between linear and log; it "
+        f"opens on log when the slowest record is {LOG_SPREAD:g}{TIMES} the steady pace or "
+        "more, so that the spike does not flatten the baseline."
         + (
             " The red dash-dotted line marks how the run ended, at its last iteration."
             if facts.ending is not None
             else ""
         ),
+        {"data": traces, "layout": layout},
+    )
+
+
+# The step-time chart opens on a log axis when its slowest record is this many times the
+# steady pace: on a linear one such a spike flattens the baseline to a line. Either way the
+# buttons under it (plotly's own updatemenus, no script of the page's) switch the axis.
+LOG_SPREAD = 10.0
+LOG_TICKS = ".3~g"  # every log tick with its magnitude ("20", not a bare "2")
+
+
+def scale_toggle(log: bool) -> dict[str, Any]:
+    """Buttons under the step-time chart that switch its time axis between linear and log,
+    the one in use shown active."""
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "showactive": True,
+        "active": 1 if log else 0,
+        "x": 1,
+        "xanchor": "right",
+        "y": 0,
+        "yanchor": "top",
+        "pad": {"t": 26},
+        "font": {"size": 11},
+        "buttons": [
+            {
+                "label": "linear time axis",
+                "method": "relayout",
+                "args": [{"yaxis.type": "linear", "yaxis.tickformat": ""}],
+            },
+            {
+                "label": "log time axis",
+                "method": "relayout",
+                "args": [{"yaxis.type": "log", "yaxis.tickformat": LOG_TICKS}],
+            },
+        ],
+    }
+
+
+def waterfall_chart(falls: Waterfall) -> Chart:
+    """The MFU waterfall as horizontal bars: the peak, each factor's loss as a bar from the
+    MFU after it to the MFU before it, then what was achieved. Each row is labelled with its
+    factor, formula and inputs; the figures are the document's, as `render.view` printed them."""
+    labels = [falls.start_value]
+    rows = [f"<b>{html.escape(falls.start)}</b>"]
+    kept, lost, hover = [1.0], [0.0], [html.escape(f"{falls.start}: {falls.start_value}")]
+    for step in falls.steps:
+        detail = html.escape(step.formula) + (
+            f"<br>{html.escape(step.short)}" if step.short else ""
+        )
+        rows.append(f"<b>{html.escape(step.name)}</b> {html.escape(step.factor)}<br>{detail}")
+        kept.append(step.value_after)
+        lost.append(max(step.value_before - step.value_after, 0.0))
+        hover.append(
+            html.escape(f"{step.name} {step.factor}: {step.before} → {step.after}")
+            + f"<br>{html.escape(step.formula)}"
+            + (f"<br>{html.escape(step.inputs)}" if step.inputs else "")
+        )
+        labels.append(f"{step.before} → {step.after}")
+    rows.append(f"<b>achieved</b><br>{html.escape(falls.achieved_label)}")
+    kept.append(falls.achieved_value)
+    lost.append(0.0)
+    hover.append(html.escape(f"achieved: {falls.achieved}, {falls.achieved_label}"))
+    labels.append(falls.achieved)
+    traces = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "MFU left",
+            "y": rows,
+            "x": kept,
+            "marker": {"color": ACCENT},
+            "customdata": hover,
+            "hovertemplate": "%{customdata}<extra></extra>",
+        },
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "lost to the factor",
+            "y": rows,
+            "x": lost,
+            "base": kept,
+            "marker": {"color": LOSS},
+            "text": [html.escape(t) for t in labels],
+            "textposition": "outside",
+            "cliponaxis": False,
+            "customdata": hover,
+            "hovertemplate": "%{customdata}<extra></extra>",
+        },
+    ]
+    layout = base_layout("", barmode="overlay", bargap=0.35, height=90 + 58 * len(rows))
+    layout["xaxis"] = {
+        "title": {"text": "MFU (share of the peak)"},
+        "tickformat": ".0%",
+        "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1.0],
+        "range": [0, 1.3],
+        "gridcolor": "#eaecf0",
+        "zeroline": False,
+    }
+    layout["yaxis"] = {"autorange": "reversed", "automargin": True, "tickfont": {"size": 11}}
+    layout["margin"] = {"l": 16, "r": 16, "t": 40, "b": 44}
+    return Chart(
+        "chart-waterfall",
+        "MFU waterfall",
+        "From the peak, each factor multiplies what is left; the blue bar is the MFU after "
+        "it, the orange bar what it cost. Each row gives the factor, its formula and the "
+        "inputs plugged in; the table below has every input.",
         {"data": traces, "layout": layout},
     )
 
@@ -497,7 +633,8 @@ def _timers(metrics: Metrics) -> Chart | None:
                 "<extra></extra>",
             }
         )
-    layout = base_layout("ms", barmode="stack", bargap=0.1, colorway=_ramp(len(traces)))
+    layout = base_layout("ms", barmode="stack", bargap=0.1, colorway=list(CATEGORICAL))
+    layout["legend"]["traceorder"] = "normal"  # largest first, as stacked from the axis up
     return Chart(
         "chart-timers",
         "Timer phases per record",
@@ -505,17 +642,6 @@ def _timers(metrics: Metrics) -> Chart | None:
         "the slowest rank's figure.",
         {"data": traces, "layout": layout},
     )
-
-
-def _ramp(n: int) -> list[str]:
-    """n shades of the accent colour, darkest first."""
-    base = (31, 95, 153)
-    shades = []
-    for k in range(max(n, 1)):
-        mix = k / max(n, 2)
-        r, g, b = (round(c + (255 - c) * mix * 0.85) for c in base)
-        shades.append(f"#{r:02x}{g:02x}{b:02x}")
-    return shades
 
 
 def _ranks(metrics: Metrics) -> Chart | None:
@@ -555,7 +681,7 @@ def _ranks(metrics: Metrics) -> Chart | None:
             }
         )
     layout = base_layout(
-        "× median rank", colorway=_ramp(len(traces)), shapes=[_hline(1.0, "median", "solid")]
+        "× median rank", colorway=list(CATEGORICAL), shapes=[_hline(1.0, "median", "solid")]
     )
     layout["xaxis"]["title"]["text"] = "rank"
     return Chart(

@@ -71,7 +71,8 @@ def plotly_js() -> Markup:
 
 def render_html(view: ReportView) -> str:
     """The report page."""
-    return _render("report.html.j2", view, view.charts)
+    drawn = (view.waterfall_chart,) if view.waterfall_chart is not None else ()
+    return _render("report.html.j2", view, (*drawn, *view.charts))
 
 
 def render_compare_html(view: CompareView) -> str:

@@ -18,7 +18,7 @@ from loganalyzer.analysis.outcome import ENDING_SEVERITY
 from loganalyzer.analysis.verdicts import _precision_class as precision_class
 from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
-from loganalyzer.render.charts import build_charts
+from loganalyzer.render.charts import build_charts, waterfall_chart
 from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_legend, pace_note
 from loganalyzer.render.ending import (
@@ -29,28 +29,35 @@ from loganalyzer.render.ending import (
     restart_sentence,
 )
 from loganalyzer.render.loglines import read_lines
-from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent
+from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent, plural
 from loganalyzer.render.viewmodel import (
     BudgetPart,
+    CauseRow,
     Chart,
     ChartFacts,
     ConfigRow,
     Ending,
     EndingMark,
     Figure,
+    Health,
     Identity,
     IncidentRow,
+    LostRow,
     Marker,
     ReportView,
     Row,
     SlowRow,
     Span,
     VerdictRow,
+    Waterfall,
+    WaterfallStep,
 )
 from loganalyzer.secrets import mask_text, mask_value, planted_secrets, run_secrets
 
 # Slow steps listed in the table; the rest are counted ("N more").
 SLOW_ROWS = 50
+# Timer phases listed under run health, as in the terminal.
+HEALTH_PHASES = 8
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 # Which headline figure a verdict colours, by the start of its code.
@@ -62,7 +69,12 @@ _FIGURE_VERDICTS = {
 }
 # Where a verdict's evidence is, by the start of its code.
 _VERDICT_TARGETS = (
-    ("MFU_", "chart-tflops"),
+    ("MFU_", "waterfall"),
+    ("PIPELINE_BUBBLE", "waterfall"),
+    ("EXPOSED_COMMUNICATION", "waterfall"),
+    ("CHECKPOINT_SAVE_COST", "causes"),
+    ("EVALUATION_COST", "causes"),
+    ("DATA_LOADING_COST", "causes"),
     ("REPORTED_TFLOPS", "formula"),
     ("STEP_TIME_DRIFT", "chart-step-time"),
     ("RESTARTS", "restarts"),
@@ -97,6 +109,8 @@ def build_view(
         for v in verdicts
     )
     identity = _identity(doc, run)
+    falls = waterfall(doc)
+    causes = cause_rows(doc, run if quotes else None)
     return ReportView(
         title=f"{identity.name}: training efficiency",
         tool_version=str(doc.get("tool_version", "")),
@@ -119,6 +133,14 @@ def build_view(
         incidents=incident_rows(doc, run if quotes else None),
         ending=ending_view(doc),
         restart_sentences=tuple(restart_sentence(r) for r in doc.get("restarts") or ()),
+        lost=time_lost(doc),
+        top_verdicts=top_verdicts(doc, verdicts),
+        waterfall=falls,
+        waterfall_chart=waterfall_chart(falls) if charts and falls else None,
+        waterfall_missing="" if falls else waterfall_missing(doc),
+        causes=causes[:SLOW_ROWS],
+        causes_more=max(0, len(causes) - SLOW_ROWS),
+        health=health_view(doc),
     )
 
 
@@ -140,10 +162,9 @@ def ending_view(doc: Mapping[str, Any]) -> Ending | None:
 
 
 def _retarget(verdict: VerdictRow) -> VerdictRow:
-    """A verdict whose chart the run's data do not allow links to the formula card (MFU) or
-    the warnings instead of to nothing."""
-    target = "formula" if verdict.target == "chart-tflops" else "warnings"
-    return VerdictRow(verdict.severity, verdict.code, verdict.message, target)
+    """A verdict whose chart the run's data do not allow links to the warnings instead of to
+    nothing."""
+    return VerdictRow(verdict.severity, verdict.code, verdict.message, "warnings")
 
 
 def _get(doc: Mapping[str, Any], *keys: str) -> Any:
@@ -174,7 +195,7 @@ def _verdicts(doc: Mapping[str, Any]) -> tuple[VerdictRow, ...]:
         )
         for v in doc.get("verdicts") or ()
     ]
-    return tuple(sorted(rows, key=lambda r: SEVERITY_RANK.get(r.severity, 3)))
+    return tuple(rows)  # in the document's order, which ranks them
 
 
 def _severity(key: str, verdicts: Sequence[VerdictRow]) -> str | None:
@@ -192,6 +213,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     """The first screen's figures, in reading order."""
     flops = doc.get("flops") or {}
     mfu, hfu = _float(flops.get("mfu")), _float(flops.get("hfu"))
+    goodput = _float(flops.get("mfu_goodput"))
     tflops = _float(flops.get("tflops_per_gpu"))
     median = _float(_get(doc, "step_time_s", "median"))
     coarse = pace_note(_get(doc, "step_time_s", "pace_method"))
@@ -214,6 +236,14 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
             f"overall {percent(flops.get('mfu_overall'))}" + (f"; {band.label}" if band else ""),
         ),
         Figure("hfu", "HFU", percent(hfu), hfu, None, "counts recomputation"),
+        Figure(
+            "mfu_goodput",
+            "goodput MFU",
+            percent(goodput),
+            goodput,
+            None,
+            "unique iterations over the wall clock",
+        ),
         Figure(
             "tflops",
             "TFLOPS/GPU",
@@ -359,6 +389,7 @@ def _identity(doc: Mapping[str, Any], run: Run | None) -> Identity:
         read_along=tuple(
             Row((str(r.get("path")), str(r.get("how")))) for r in doc.get("read_along") or ()
         ),
+        setup=_setup(doc, run),
     )
 
 
@@ -682,3 +713,278 @@ def _config(run: Run | None) -> tuple[ConfigRow, ...]:
         )
         for name, value in sorted(run.config.items())
     )
+
+
+# What measures each line of the goodput budget: the first screen's "evidence" column. The
+# lines that causes attribute (saves, evaluation, data loading, stragglers) add the kinds of
+# their causes' evidence where the document gives them (`cause.evidence_kind`).
+BUDGET_EVIDENCE = {
+    "start-up": "time before the first record",
+    "warm-up": "step times of the first records",
+    "checkpoint saves": "save lines or the save interval",
+    "evaluation": "validation lines or the evaluation interval",
+    "data loading": "the data loader's timer",
+    "stragglers": "per-rank timers",
+    "other slow steps": "step times above the baseline",
+    "restart gaps": "timestamps around each restart",
+    "redone work": "iterations logged twice",
+    "untimed gaps": "timestamps between records",
+    "hang before the ending": "the ending's lines",
+}
+# The cause kinds behind a budget line, to collect their evidence kinds.
+_BUDGET_CAUSES = {
+    "checkpoint saves": ("checkpoint_save",),
+    "evaluation": ("evaluation",),
+    "data loading": ("data_loading",),
+    "stragglers": ("straggler",),
+    "other slow steps": ("phase", "overflow", "nan", "unknown"),
+}
+
+
+def time_lost(doc: Mapping[str, Any]) -> tuple[LostRow, ...]:
+    """The budget's lost lines (all but the productive steps and the iterations not in the
+    log), largest first, each with its GPU-hours: its seconds times the run's GPUs (the one
+    figure computed here, from the document's own two)."""
+    budget = {part.label: part for part in time_budget(doc)}
+    gpus = _get(doc, "run", "num_gpus")
+    kinds = _evidence_kinds(doc)
+    rows = [
+        LostRow(
+            part.key,
+            part.label,
+            part.seconds,
+            part.text,
+            part.share,
+            _gpu_hours(part.seconds * gpus / 3600) if isinstance(gpus, int) else UNKNOWN,
+            "; ".join(kinds.get(name) or [BUDGET_EVIDENCE.get(name, "")]),
+        )
+        for name, part in budget.items()
+        if name not in ("productive steady steps", "iterations not in the log")
+    ]
+    return tuple(sorted(rows, key=lambda r: -r.seconds))
+
+
+def _gpu_hours(hours: float) -> str:
+    """GPU-hours to three figures, without an exponent: "< 0.01" below a hundredth."""
+    if 0 < hours < 0.01:
+        return "< 0.01"
+    return number(hours, ",.0f" if hours >= 100 else ".3g")
+
+
+def _evidence_kinds(doc: Mapping[str, Any]) -> dict[str, list[str]]:
+    """For each budget line, the evidence kinds its causes name (in first-seen order)."""
+    found: dict[str, list[str]] = {}
+    for cause in _all_causes(doc):
+        kind = cause.get("evidence_kind")
+        if not isinstance(kind, str):
+            continue
+        for line, causes in _BUDGET_CAUSES.items():
+            if cause.get("kind") in causes and kind not in found.setdefault(line, []):
+                found[line].append(kind)
+    return found
+
+
+def _all_causes(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    entries = [*(doc.get("slow_steps") or ()), *(doc.get("stalls") or ())]
+    causes = [e["cause"] for e in entries if isinstance(e.get("cause"), Mapping)]
+    return causes + list(_get(doc, "goodput", "attributed") or ())
+
+
+# Keys a verdict may carry for what it costs, most direct first.
+_VERDICT_COST = ("cost_s", "lost_s", "seconds", "gpu_hours")
+TOP_VERDICTS = 3
+
+
+def top_verdicts(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow]) -> tuple[VerdictRow, ...]:
+    """The three verdicts that cost most: by the document's cost field when its verdicts have
+    one, else in the document's order; the ending's verdict is left to the banner above."""
+    costs = [_verdict_cost(v) for v in doc.get("verdicts") or ()]
+    paired = [(c, v) for c, v in zip(costs, verdicts, strict=True)]
+    if any(c is not None for c in costs):
+        paired.sort(key=lambda p: -(p[0] or 0.0))
+    shown = [v for _, v in paired if not (doc.get("outcome") and v.code.startswith("ENDING_"))]
+    return tuple(shown[:TOP_VERDICTS])
+
+
+def _verdict_cost(verdict: Mapping[str, Any]) -> float | None:
+    return next((c for k in _VERDICT_COST if (c := _float(verdict.get(k))) is not None), None)
+
+
+def waterfall(doc: Mapping[str, Any]) -> Waterfall | None:
+    """The document's MFU waterfall, printed as the terminal prints it (None without one)."""
+    found = doc.get("waterfall")
+    if not isinstance(found, Mapping) or not found.get("steps"):
+        return None
+    peak = doc.get("peak") or {}
+    start = "peak"
+    if _float(peak.get("tflops_per_gpu")) is not None:
+        start = f"peak: {number(peak['tflops_per_gpu'], 'g')} TFLOPS/GPU {peak.get('dtype') or ''}"
+    achieved = _float(found.get("achieved"))
+    return Waterfall(
+        start=start.strip(),
+        start_value=percent(found["steps"][0].get("value_before")),
+        steps=tuple(
+            WaterfallStep(
+                name=str(step.get("name")),
+                factor=f"{TIMES} {number(_float(step.get('factor')), '.3f')}",
+                before=percent(step.get("value_before")),
+                after=percent(step.get("value_after")),
+                value_before=_float(step.get("value_before")) or 0.0,
+                value_after=_float(step.get("value_after")) or 0.0,
+                formula=str(step.get("formula") or ""),
+                inputs=_inputs(step.get("inputs") or {}, whole=True),
+                short=_inputs(step.get("inputs") or {}, whole=False),
+            )
+            for step in found["steps"]
+        ),
+        achieved=percent(achieved),
+        achieved_value=achieved or 0.0,
+        achieved_label=str(found.get("achieved_label") or ""),
+        notes=tuple(str(n) for n in found.get("notes") or ()),
+    )
+
+
+def waterfall_missing(doc: Mapping[str, Any]) -> str:
+    """Why the document has no waterfall: its own notes, then the inputs it lacks."""
+    reasons = [str(n) for n in _get(doc, "waterfall", "notes") or ()]
+    if _get(doc, "flops", "per_iteration") is None:
+        reasons.append("FLOPs per iteration unknown")
+    if _float(_get(doc, "peak", "tflops_per_gpu")) is None:
+        reasons.append("GPU peak unknown")
+    return "; ".join(reasons) or "the document has no waterfall"
+
+
+# Waterfall inputs that are fractions of a whole (shares of the step, MFU, HFU): printed as
+# percents, as every fraction on the page is.
+_FRACTION_INPUTS = frozenset({"w", "b", "c", "d"})
+
+
+def _inputs(inputs: Mapping[str, Any], *, whole: bool) -> str:
+    """`name=value` for each input; a table of inputs (timers) in full, or only its size."""
+    parts = []
+    for name, value in inputs.items():
+        if isinstance(value, Mapping):
+            if whole:
+                inner = ", ".join(f"{k} {number(v, ',.4g')}" for k, v in value.items())
+                parts.append(f"{name}: {inner}")
+            else:
+                parts.append(f"{name}: {plural(len(value), 'value')}")
+        elif name in _FRACTION_INPUTS or name.endswith("share") or name.startswith(("mfu", "hfu")):
+            parts.append(f"{name}={percent(value)}")
+        else:
+            parts.append(f"{name}={number(value, '.4g')}")
+    return ", ".join(parts)
+
+
+def cause_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[CauseRow, ...]:
+    """Every lost interval the document attributes: slow records, untimed gaps, restarts and
+    the save/evaluation costs of records that were not slow; largest loss first. Rows of a
+    record say where it was read when `run` is given."""
+    found: list[tuple[object, str, str, Mapping[str, Any], float | None]] = []
+    for step in doc.get("slow_steps") or ():
+        first = step.get("first_iteration", step.get("start_iteration"))
+        last = step.get("last_iteration", step.get("end_iteration", step.get("iteration")))
+        what = f"slow step ({step.get('kind')})"
+        found.append((step.get("iteration"), _span(first, last), what, step, step.get("lost_s")))
+    for gap in doc.get("stalls") or ():
+        span = _span(gap.get("after_iteration"), gap.get("iteration"))
+        found.append((gap.get("iteration"), span, "untimed gap", gap, gap.get("gap_s")))
+    for restart in doc.get("restarts") or ():
+        span = f"{restart.get('after_iteration')} → {restart.get('resumed_at')}"
+        found.append((None, span, "restart", restart, restart.get("lost_s")))
+    for cost in _get(doc, "goodput", "attributed") or ():
+        span = _span(cost.get("first_iteration"), cost.get("last_iteration"))
+        found.append((None, span, "record", {"cause": cost}, cost.get("lost_s")))
+    found.sort(key=lambda f: -(_float(f[4]) or 0.0))
+    where = _locations(run, [f[0] for f in found[:SLOW_ROWS]])
+    rows = []
+    for iteration, span, what, item, lost in found:
+        given = item.get("cause")
+        cause: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        located = where.get(iteration) if isinstance(iteration, int) else None
+        rows.append(
+            CauseRow(
+                iterations=span,
+                entry=what,
+                seconds=_float(lost) or 0.0,
+                lost=duration(_float(lost) or 0.0),
+                cause=str(cause.get("kind") or UNKNOWN).replace("_", " "),
+                evidence=clip(str(cause.get("evidence") or "no cause in the document")),
+                location=f"{located[0]}:{located[1]}" if located else "",
+            )
+        )
+    return tuple(rows)
+
+
+def health_view(doc: Mapping[str, Any]) -> Health | None:
+    """Run health as the terminal's section prints it (None for a document without it)."""
+    health = doc.get("health")
+    if not isinstance(health, Mapping):
+        return None
+    phases = tuple(
+        Row(
+            (
+                str(p.get("name")),
+                number(_float(p.get("median_ms")), ",.1f", " ms"),
+                percent(p.get("share")),
+            )
+        )
+        for p in (health.get("phases") or ())[:HEALTH_PHASES]
+    )
+    counts = []
+    for key, label in (
+        ("skipped", "skipped iterations"),
+        ("nan", "NaN iterations"),
+        ("loss_scale_drops", "loss-scale drops"),
+    ):
+        counted = health.get(key) or {}
+        at = ", ".join(str(i) for i in counted.get("iterations") or ())
+        counts.append(Row((label, number(counted.get("total"), ",d"), f"at {at}" if at else "")))
+    memory = health.get("memory") or {}
+    text = "no memory figure in the log"
+    if memory.get("max_allocated_gb") is not None:
+        text = f"max allocated {number(memory['max_allocated_gb'], '.1f', ' GB')}"
+        if memory.get("rank") is not None:
+            text += f" on rank {memory['rank']}"
+        if memory.get("device_gb"):
+            text += (
+                f" of {number(memory['device_gb'], 'g', ' GB')}, headroom "
+                f"{percent(memory.get('headroom'))}"
+            )
+    return Health(
+        phases=phases,
+        counts=tuple(counts),
+        memory=text,
+        tokens_per_gpu=number(_float(health.get("tokens_per_s_per_gpu")), ",.0f"),
+    )
+
+
+def _setup(doc: Mapping[str, Any], run: Run | None) -> tuple[str, ...]:
+    """Parallelism, batch, sequence length and precision as the identity line prints them.
+    The micro-batch size and ZeRO stage are not in the document: they come from the run's
+    config when the run is at hand."""
+    run_doc = doc.get("run") or {}
+    config = run.config if run is not None else {}
+
+    def configured(name: str) -> object:
+        value = config.get(name)
+        return value.value if value is not None else run_doc.get(name)
+
+    par = run_doc.get("parallelism") or {}
+    labels = {"tensor": "TP", "pipeline": "PP", "data": "DP", "context": "CP", "expert": "EP"}
+    parallel = [f"{labels.get(k, k)}={v}" for k, v in par.items() if v is not None]
+    zero = configured("zero_stage")
+    if zero is not None:
+        parallel.append(f"ZeRO-{zero}")
+    parts = [" ".join(parallel) or f"parallelism {UNKNOWN}"]
+    batch = f"global batch {number(run_doc.get('global_batch_size'), ',d')}"
+    micro = configured("micro_batch_size")
+    parts.append(batch + (f" (micro {number(micro, ',d')})" if micro is not None else ""))
+    parts.append(f"sequence length {number(run_doc.get('seq_length'), ',d')}")
+    dtype = number(run_doc.get("dtype")) + (" (assumed)" if run_doc.get("dtype_assumed") else "")
+    parts.append(dtype)
+    recompute = run_doc.get("recompute")
+    if recompute is not None:
+        assumed = " (assumed)" if run_doc.get("recompute_assumed") else ""
+        parts.append(f"recompute {number(recompute)}{assumed}")
+    return tuple(parts)

@@ -48,6 +48,73 @@ class Row:
 
 
 @dataclass(frozen=True)
+class LostRow:
+    """One cause of lost time, as the first screen ranks them: a line of the goodput budget
+    with its share of the wall clock, its GPU-hours and what kind of evidence measures it."""
+
+    key: str
+    label: str
+    seconds: float
+    text: str
+    share: str
+    gpu_hours: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class WaterfallStep:
+    """One factor of the MFU waterfall: what it multiplies by, the MFU before and after, its
+    formula and the inputs plugged in (`inputs` in full, `short` for a chart label)."""
+
+    name: str
+    factor: str
+    before: str
+    after: str
+    value_before: float
+    value_after: float
+    formula: str
+    inputs: str
+    short: str
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    """The document's MFU waterfall: from the peak through each factor to what was achieved."""
+
+    start: str
+    start_value: str
+    steps: tuple[WaterfallStep, ...]
+    achieved: str
+    achieved_value: float
+    achieved_label: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CauseRow:
+    """One lost interval: where, what it was, the time, its cause and the evidence."""
+
+    iterations: str
+    entry: str
+    seconds: float
+    lost: str
+    cause: str
+    evidence: str
+    location: str
+
+
+@dataclass(frozen=True)
+class Health:
+    """Run health as the terminal prints it: timer phases, skipped/NaN iterations, loss-scale
+    drops, memory headroom and tokens/s per GPU, each already printed."""
+
+    phases: tuple[Row, ...]
+    counts: tuple[Row, ...]
+    memory: str
+    tokens_per_gpu: str
+
+
+@dataclass(frozen=True)
 class Ending:
     """How the run ended: the sentence, its verdict's severity, and the lines it rests on
     (role, `file:line`, text)."""
@@ -100,6 +167,8 @@ class Identity:
     ignored: tuple[Row, ...]
     # files read as part of a source (an output_dir's config.json), and how
     read_along: tuple[Row, ...] = ()
+    # how the run was set up, each part printed: "TP=4 PP=8 DP=1", "global batch 4 (micro 1)"
+    setup: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,3 +259,14 @@ class ReportView:
     ending: Ending | None = None
     # each restart in words: "restart at iteration 1,000 after an NCCL timeout on rank 5..."
     restart_sentences: tuple[str, ...] = ()
+    # the first screen: time lost by cause (largest first) and the verdicts that cost most
+    lost: tuple[LostRow, ...] = ()
+    top_verdicts: tuple[VerdictRow, ...] = ()
+    # below it: the waterfall (table and chart), every lost interval, run health
+    waterfall: Waterfall | None = None
+    waterfall_chart: Chart | None = None
+    # why there is no waterfall: the document's notes and the inputs it lacks
+    waterfall_missing: str = ""
+    causes: tuple[CauseRow, ...] = ()
+    causes_more: int = 0
+    health: Health | None = None
