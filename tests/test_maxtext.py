@@ -226,6 +226,15 @@ def test_a_dump_without_steps_is_read_and_said(tmp_path: Path) -> None:
     assert any("no training steps logged" in w for w in run.warnings)
 
 
+def test_latent_attention_is_said_to_be_approximate(tmp_path: Path) -> None:
+    # deepseek2-16b.yml sets `attention_type: "mla"`; pyconfig prints it with the dump
+    log = tmp_path / "maxtext.log"
+    log.write_text("Config param attention_type: mla\n" + DOCS_V5P.read_text())
+    warnings = MaxTextParser().parse(log).warnings
+    assert any("attention_type mla" in w and "approximate" in w for w in warnings)
+    assert not any("attention_type" in w for w in MaxTextParser().parse(TPU_V6E).warnings)
+
+
 def test_text_without_maxtext_lines_is_nothing_read(tmp_path: Path) -> None:
     log = tmp_path / "other.log"
     log.write_text("the run completed step: twelve\n")

@@ -81,6 +81,7 @@ def run_config(rows: pl.DataFrame, source: str) -> tuple[dict[str, ConfigValue],
     _precision(printed, config)
     _parallelism(printed, config)
     _planned(printed, config)
+    notes.extend(_unlike_the_formula(printed))
     config["framework"] = ConfigValue("maxtext", Provenance("log", source))
     return config, notes
 
@@ -220,3 +221,17 @@ def _planned(printed: dict[str, ConfigValue], config: dict[str, ConfigValue]) ->
     if steps is not None and isinstance(steps.value, int) and steps.value > 0:
         how = f"steps {steps.value} ({steps.provenance}): MaxText numbers its steps from 0"
         config["train_iters"] = ConfigValue(steps.value - 1, Provenance("derived", how))
+
+
+def _unlike_the_formula(printed: dict[str, ConfigValue]) -> list[str]:
+    """What the dump states that the one FLOPs formula does not count: DeepSeek's
+    multi-head latent attention (`attention_type: mla`, low-rank query and key/value
+    projections) is counted as standard attention over the query heads."""
+    attention = printed.get("attention_type")
+    if attention is None or not str(attention.value).lower().endswith("mla"):
+        return []
+    return [
+        f"attention_type {attention.value} ({attention.provenance}): multi-head latent"
+        " attention is counted as standard attention over the query heads; the recomputed"
+        " FLOPs of its attention projections are approximate"
+    ]
