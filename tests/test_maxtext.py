@@ -109,6 +109,20 @@ def test_a_derived_global_batch_is_stated_as_an_assumption() -> None:
         "derived per_device_batch_size 24.0"
     )
     assert any("global batch size 96 assumed" in w for w in doc["warnings"])
+    # the batch read so agrees with the tokens MaxText counted: 4 x `Tokens/s/device: 8671.946`
+    # at the steady 5.668 s a step
+    assert doc["throughput"]["tokens_per_s"] == pytest.approx(4 * 8671.946, rel=1e-3)
+
+
+def test_the_step_lines_other_fields_go_to_the_long_table() -> None:
+    # `completed step: 12, ..., Tokens/s/device: 9603.144, total_weights: 28410, loss: nan`
+    metrics = MaxTextParser().parse(TPU_V6E).metrics
+    assert isinstance(metrics, pl.DataFrame)
+    step = metrics.filter(pl.col("iteration") == 12).sort("name")
+    assert step.select(pl.col("name").cast(pl.String), "value").rows() == [
+        ("Tokens/s/device", 9603.144),
+        ("total_weights", 28410.0),
+    ]
 
 
 def test_recomputed_flops_and_mfu_on_a_tpu_v6e() -> None:
