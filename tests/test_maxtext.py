@@ -154,6 +154,22 @@ def test_a_gpu_named_by_the_user_gives_the_mfu() -> None:
     assert doc["reported"]["recomputed_over_reported"] == pytest.approx(0.981, abs=0.001)
 
 
+def test_the_gpu_xla_names_is_the_accelerator(tmp_path: Path) -> None:
+    # XLA's own line as a JAX program on a GPU logs it (xla/service/service.cc's
+    # "  StreamExecutor device (%d): %s, %s" with absl's prefix), before MaxText's output
+    log = tmp_path / "maxtext.log"
+    xla = (
+        "I0306 06:26:45.561012 135530450430272 service.cc:153]   StreamExecutor device (0):"
+        " NVIDIA H100 80GB HBM3, Compute Capability 9.0\n"
+    )
+    log.write_text(xla + GPU_2024.read_text())
+    result = CliRunner().invoke(main, ["summary", "--json", str(log)])
+    doc = json.loads(result.stdout)
+    assert doc["run"]["gpu"]["key"] == "h100-sxm"
+    assert doc["flops"]["mfu"] == pytest.approx(doc["flops"]["tflops_per_gpu"] / 989.5)
+    assert "names no accelerator model" not in result.output
+
+
 @pytest.mark.parametrize(
     ("kind", "key"),
     [

@@ -10,7 +10,8 @@ What it reads (the format strings are quoted in `lines`):
   shape, batch, precision, recomputation and parallelism under the names the FLOPs formula
   reads (see `config`);
 - `System Information:` (JAX and jaxlib versions, backend; a TPU's kind, `TPU v6 lite`, from
-  its runtime's version) and `Num_devices: N, shape (...)`;
+  its runtime's version), a GPU's name from XLA's `StreamExecutor device (0): ...` line, and
+  `Num_devices: N, shape (...)`;
 - how the run ended (tracebacks, launcher and scheduler lines).
 
 A step number that does not increase starts a new segment (a restart).

@@ -31,6 +31,11 @@ SYSTEM = r"\bSystem Information: (Jax Version|Jaxlib Version|Jax Backend): ?(.*?
 # over several lines: `TFRT TPU v6 lite` on the next one, then `Built on ...`; a log
 # collector that joined them keeps it on the backend's line.
 TPU_KIND = r"(?:^|\s)TFRT (TPU.*?)(?:\s+Built on\b.*)?\s*$"
+# A GPU's name, as XLA logs each device when its CUDA client starts (xla/service/service.cc:
+# `LOG(INFO) << StrFormat("  StreamExecutor device (%d): %s, %s", i, description.name(),
+# description.platform_version())`, `NVIDIA H100 80GB HBM3, Compute Capability 9.0`).
+GPU_MARKER = "StreamExecutor device ("
+GPU_KIND = r"\bStreamExecutor device \(\d+\): (.+?), (?:Compute Capability|CUDA|ROCm|rocm)"
 # `Num_devices: 8, shape (1, 8, 1, 1, 1, 1)`: the device count, and the device mesh's
 # shape, one size per axis of `mesh_axes`.
 DEVICES_MARKER = "Num_devices: "
@@ -49,7 +54,7 @@ def candidates(frame: pl.DataFrame) -> pl.DataFrame:
     """The chunk's lines that may matter, launcher label and colours removed, with the rank
     the label names."""
     text = pl.col("text")
-    markers = [STEP_MARKER, CONFIG_MARKER, SYSTEM_MARKER, DEVICES_MARKER, "TFRT TPU"]
+    markers = [STEP_MARKER, CONFIG_MARKER, SYSTEM_MARKER, DEVICES_MARKER, "TFRT TPU", GPU_MARKER]
     return (
         frame.filter(text.str.contains_any(markers))
         .with_columns(launcher_rank(text))
@@ -88,7 +93,8 @@ def step_fields(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def config_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """The config dump, the system information and the device count, as (line, key, value)
     text: `Config param` keys as printed; `jax_version`, `jaxlib_version`, `jax_backend`,
-    `device_kind` (a TPU's, from its runtime's version), `num_devices`, `mesh_shape`."""
+    `device_kind` (a TPU's, from its runtime's version; a GPU's, from XLA's device line),
+    `num_devices`, `mesh_shape`."""
     text = pl.col("text")
     m = pl.col("m").struct
     dump = (
@@ -107,9 +113,14 @@ def config_rows(frame: pl.DataFrame) -> pl.DataFrame:
             value=m.field("2"),
         )
     )
-    kind = (
+    tpu = (
         frame.filter(text.str.contains("TFRT TPU", literal=True))
         .select("line", key=pl.lit("device_kind"), value=text.str.extract(TPU_KIND))
+        .drop_nulls("value")
+    )
+    gpu = (
+        frame.filter(text.str.contains(GPU_MARKER, literal=True))
+        .select("line", key=pl.lit("device_kind"), value=text.str.extract(GPU_KIND))
         .drop_nulls("value")
     )
     devices = (
@@ -119,4 +130,4 @@ def config_rows(frame: pl.DataFrame) -> pl.DataFrame:
     )
     counts = devices.select("line", key=pl.lit("num_devices"), value=m.field("1"))
     shapes = devices.select("line", key=pl.lit("mesh_shape"), value=m.field("2")).drop_nulls()
-    return pl.concat([dump, system, kind, counts, shapes])
+    return pl.concat([dump, system, tpu, gpu, counts, shapes])
