@@ -96,8 +96,21 @@ def test_the_dump_gives_the_model_batch_precision_and_parallelism() -> None:
     assert model["params"] == 6738415616  # the log prints `number parameters: 6.738 billion`
     assert (run["seq_length"], run["global_batch_size"], run["dtype"]) == (2048, 96, "bf16")
     assert run["recompute"] == "full"
+    assert MaxTextParser().parse(GPU_2024).get("micro_batch_size") == 12  # per device
     assert run["parallelism"]["data"] == 8 and run["parallelism"]["tensor"] == 1
     assert run["provenance"]["global_batch_size"].endswith("gpu_llama2_7b_jax0425_2024.log:43")
+
+
+def test_maxtexts_own_micro_batch_size_is_not_megatrons(tmp_path: Path) -> None:
+    # a line of the same 2026 dump (cut from the fixture): pipeline microbatching unset
+    line = (
+        "I0317 09:59:16.241605 125344476638336 pyconfig.py:413] Config param micro_batch_size: -1\n"
+    )
+    log = tmp_path / "maxtext.log"
+    log.write_text(line + TPU_V6E.read_text())
+    run = MaxTextParser().parse(log)
+    assert run.get("micro_batch_size") == 1  # `per_device_batch_size: 1`
+    assert run.get("micro_batch_size") == run.get_int("per_device_batch_size")
 
 
 def test_a_derived_global_batch_is_stated_as_an_assumption() -> None:

@@ -152,7 +152,15 @@ def _batch(
     printed: dict[str, ConfigValue], config: dict[str, ConfigValue], notes: list[str]
 ) -> None:
     """The global batch MaxText states (`global_batch_size_to_train_on`), else the per-device
-    batch times the devices (times the accumulation steps), stated as derived."""
+    batch times the devices (times the accumulation steps), stated as derived; Megatron's
+    micro batch (a device's) is MaxText's `per_device_batch_size`, not its own
+    `micro_batch_size` (pipeline microbatching, -1 when unset)."""
+    config.pop("micro_batch_size", None)
+    per_device_batch = printed.get("per_device_batch_size")
+    if per_device_batch is not None and isinstance(per_device_batch.value, (int, float)):
+        size = per_device_batch.value
+        if size > 0 and size == int(size) and not isinstance(size, bool):
+            config["micro_batch_size"] = ConfigValue(int(size), per_device_batch.provenance)
     stated = _whole(printed, "global_batch_size_to_train_on")
     if stated is not None:
         config["global_batch_size"] = stated
