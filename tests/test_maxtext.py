@@ -251,7 +251,10 @@ def test_detection_claims_maxtext_and_nothing_else() -> None:
         assert parser.detect(path) == 0.9
     others = [
         p
-        for folder in ("megatron", "megatron_deepspeed", "deepspeed", "hf_trainer", "launcher")
+        for folder in (
+            *("megatron", "megatron_deepspeed", "deepspeed", "hf_trainer", "launcher"),
+            *("corpus", "endings", "incidents", "bad"),
+        )
         for p in (FIXTURES / folder).glob("**/*")
         if p.is_file()
     ]
