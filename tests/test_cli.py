@@ -21,9 +21,11 @@ def test_parsers_lists_the_builtin_parsers() -> None:
     result = CliRunner().invoke(main, ["parsers"])
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert [line for line in lines if line.startswith("megatron ")] == [
+    (line,) = [line for line in lines if line.startswith("megatron ")]
+    assert line.startswith(
         "megatron     Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs  [loganalyzer]"
-    ]
+        "  tested on: Megatron-LM of 2021 (BigScience), "
+    )
 
 
 def test_parsers_json() -> None:
@@ -51,8 +53,8 @@ def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert result.stderr == (
         f"Error: {path}: no registered parser recognises this file "
-        "(deepspeed=0.00, hf_trainer=0.00, launcher=0.00, megatron=0.00, nanotron=0.00,"
-        " tensorboard=0.00, torchtitan=0.00, wandb=0.00); "
+        "(deepspeed=0.00, hf_trainer=0.00, launcher=0.00, maxtext=0.00, megatron=0.00,"
+        " nanotron=0.00, tensorboard=0.00, torchtitan=0.00, wandb=0.00); "
         "`loganalyzer parsers` lists the formats read (a parser plugin adds others)\n"
     )
 
@@ -67,8 +69,8 @@ def test_unknown_format_exits_3() -> None:
     result = CliRunner().invoke(main, ["summary", "--format", "nope", SAMPLE])
     assert result.exit_code == 3
     assert (
-        "unknown format 'nope'; registered parsers: deepspeed, hf_trainer, launcher, megatron"
-        in result.stderr
+        "unknown format 'nope'; registered parsers: deepspeed, hf_trainer, launcher, maxtext,"
+        " megatron" in result.stderr
     )
 
 

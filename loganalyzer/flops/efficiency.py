@@ -551,7 +551,10 @@ def goodput_mfu(
 
 # Counts a framework's printed TFLOPS may have used: its versions disagree, and a log
 # rarely says which version printed it.
-_COUNTS_BY_FRAMEWORK = {"megatron-lm": ("megatron-lm", "megatron-lm-0.11")}
+_COUNTS_BY_FRAMEWORK = {
+    "megatron-lm": ("megatron-lm", "megatron-lm-0.11"),
+    "maxtext": ("maxtext", "maxtext-2024"),
+}
 
 
 def _expected_ratio(

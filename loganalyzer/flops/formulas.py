@@ -405,6 +405,17 @@ _EXPLAIN = {
         " in full (not halved for the causal mask), the unpadded vocabulary"
     ),
     "nanogpt": "nanoGPT counts 6N + 12·l·a·d·s per token and divides by a fixed A100 peak of 312",
+    # MaxText's calculate_tflops_training_per_device, per device: 6·tokens·(MLP with one
+    # matrix per activation + 1, QKV, output projection, logits) + 12·l·s·q·d per token
+    "maxtext": (
+        "MaxText (since July 2025) counts this same formula, causal attention halved;"
+        " sliding-window and chunked-attention layers only over their window"
+    ),
+    "maxtext-2024": (
+        "MaxText from May 2024 (its PR 644) to July 2025 does not halve attention for the"
+        " causal mask; before May 2024 its MLP count differed too (llama2-7b: 1033.2"
+        " against 1053.4 TFLOPs a step)"
+    ),
     "deepspeed-profiler": (
         "the DeepSpeed flops profiler counts executed module ops: recompute included,"
         " some fused kernels missed"
@@ -438,6 +449,10 @@ def explain_reported_ratio(
                 f"{_EXPLAIN['megatron-lm-0.11']}: expected ratio {ratio_text(old, 3)}, "
                 f"observed {ratio_text(ratio, 3)}."
             )
+    if key == "maxtext" and shape is not None and global_batch_size:
+        old = expected_reported_ratio("maxtext-2024", shape, global_batch_size, recompute)
+        if old is not None and expected is not None and abs(old - ratio) < abs(expected - ratio):
+            key, expected = "maxtext-2024", old
     if key == "megatron-lm":
         return (
             f"{_EXPLAIN[key]}, so a ratio of {ratio_text(ratio, 3)} means the shape, batch or step"
@@ -456,11 +471,11 @@ def expected_reported_ratio(
 ) -> float | None:
     """Recomputed / reported TFLOPS to expect from what framework `key` counts, or None when
     its count cannot be reproduced from the shape."""
-    if key.lower() == "megatron-lm":
-        return 1.0  # core >= 0.12 prints exactly the default formula
+    if key.lower() in ("megatron-lm", "maxtext"):
+        return 1.0  # core >= 0.12 and MaxText since 2025-07 print the default formula
     try:
         ours = compute_flops(shape, batch).per_iteration
-        if key in ("megatron-lm-0.11", "nanotron"):
+        if key in ("megatron-lm-0.11", "nanotron", "maxtext-2024"):
             theirs = megatron_core_v011_flops(shape, batch)
         elif key == "megatron-deepspeed":
             theirs = megatron_deepspeed_reported_flops(shape, batch, recompute == "full")

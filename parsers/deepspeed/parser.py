@@ -117,6 +117,18 @@ class DeepSpeedParser:
 
     name = "deepspeed"
     description = "DeepSpeed engine stdout: step/ThroughputTimer/timer lines, config, profiler"
+    # the releases whose real stdout the tests read (fixtures/deepspeed, fixtures/corpus)
+    tested_on = (
+        "DeepSpeed of 2020 (DeepSpeedLight, SamplesPerSec=)",
+        "DeepSpeed of early 2022 (SamplesPerSec=)",
+        "DeepSpeed 0.7",
+        "DeepSpeed 0.7.7",
+        "DeepSpeed 0.9.5 (pipeline engine)",
+        "DeepSpeed 0.10.0",
+        "DeepSpeed 0.19.8 (INFO and default WARNING levels)",
+        "DeepSpeed-Chat (2023, DeepSpeed ~0.9)",
+        "DeepSpeed-Chat DPO (2025, DeepSpeed ~0.16)",
+    )
 
     def detect(self, path: Path) -> float:
         if not path.is_file():

@@ -70,6 +70,19 @@ class HfTrainerParser:
 
     name = "hf_trainer"
     description = "Hugging Face Trainer: output_dir trainer_state.json, and its stdout"
+    # the releases whose real output the tests read (fixtures/hf_trainer, fixtures/corpus,
+    # the shared generated runs)
+    tested_on = (
+        "transformers 4.7-dev with DeepSpeed ZeRO-3 (BigScience 2021)",
+        "transformers 4.17 with DeepSpeed 0.6.1",
+        "transformers 4.2x Seq2SeqTrainer",
+        "transformers 4.5x",
+        "transformers 4.57 (FSDP; 4.57.6 stdout and output_dir)",
+        "transformers 5.23.0 (output_dir, PEFT 0.21.2 LoRA)",
+        "TRL SFTTrainer 0.20+ and GRPOTrainer (DeepSpeed 0.15.4)",
+        "axolotl (2025)",
+        "accelerate with the Megatron-LM plugin (2022)",
+    )
 
     def detect(self, path: Path) -> float:
         if not path.is_file():

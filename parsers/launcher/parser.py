@@ -38,6 +38,15 @@ class LauncherParser:
         "how a run ended, from any text log: tracebacks, slurm, torchrun, DeepSpeed/pdsh "
         "launcher lines (a log with no records of a known format)"
     )
+    # the launchers and schedulers whose real lines the tests read (fixtures/launcher,
+    # fixtures/endings)
+    tested_on = (
+        "slurm srun/slurmstepd (cancel, time limit, preemption, node failure)",
+        "torchrun elastic agent (torch 2.4 ChildFailedError, exitcode lines)",
+        "deepspeed launcher (2020, 2023)",
+        "PyTorch NCCL watchdog (torch 1.x and 2.x wordings)",
+        "Kubeflow training operator (PyTorchJob)",
+    )
 
     def detect(self, path: Path) -> float:
         if not path.is_file() or path.suffix == ".json":

@@ -57,6 +57,22 @@ class MegatronParser:
 
     name = "megatron"
     description = "Megatron-LM (2021 to today) and Megatron-DeepSpeed stdout logs"
+    # the releases whose real stdout the tests read (fixtures/megatron*, fixtures/corpus,
+    # the shared BigScience logs)
+    tested_on = (
+        "Megatron-LM of 2021 (BigScience)",
+        "Megatron-LM of 2022 (BERT)",
+        "Megatron-LLM (2023 fork)",
+        "Megatron-core ~0.6 (2024)",
+        "Megatron-core ~0.8 (ms-swift, 2024)",
+        "Megatron-core of Oct 2024",
+        "Megatron-core of Nov 2025",
+        "Megatron-Bridge (2026)",
+        "BigScience Megatron-DeepSpeed (2021-2023)",
+        "microsoft/Megatron-DeepSpeed (2022, 2025, 2026)",
+        "argonne-lcf/Megatron-DeepSpeed",
+        "DeepSpeedExamples Megatron-LM-v1.1.5-ZeRO3 (2021)",
+    )
 
     def detect(self, path: Path) -> float:
         # a JSON file (PEFT's adapter_config.json names "megatron.core") is never a stdout log

@@ -33,6 +33,13 @@ class TensorBoardParser:
         "(Megatron-LM, DeepSpeed monitor, HF Trainer, torchtitan, Lightning; tensorboardX's "
         "add_scalars and add_hparams sub-folders)"
     )
+    # the writers whose real event files the tests read (written at test time or by a real
+    # run in the shared generated logs)
+    tested_on = (
+        "tensorboard 2.21 (EventFileWriter, TF2 summary writer)",
+        "tensorboardX 2.6.5 (add_scalars, add_hparams)",
+        "DeepSpeed 0.19.8 monitor",
+    )
 
     def detect(self, path: Path) -> float:
         if not path.is_file():

@@ -27,6 +27,13 @@ class WandbParser:
         " system metrics, GPU"
     )
     schemes = ("wandb", "https", "http")
+    # the clients whose real output the tests read (fixtures/wandb, fixtures/wandb_api, the
+    # shared generated HF Trainer run)
+    tested_on = (
+        "wandb 0.16.6 (offline .wandb)",
+        "wandb 0.31.0 (offline .wandb; HF Trainer 4.57.6 WandbCallback)",
+        "W&B API as the wandb 0.31.0 client queries it",
+    )
 
     def detect(self, path: Path | str) -> float:
         if isinstance(path, str):
