@@ -17,7 +17,7 @@ import polars as pl
 from loganalyzer.textlog import clean, launcher_label, numbers, split_glued, strip_launcher
 
 # A ProgressPrinter line, from its start (after any launcher label or logger prefix).
-PROGRESS = r"Training epoch (\d{1,9}), iteration (\d{1,18})/(\d{1,18})"
+PROGRESS = r"^Training epoch (\d{1,9}), iteration (\d{1,18})/(\d{1,18})"
 PROGRESS_MARK = "Training epoch "
 
 # A frame of NeMo 1's Lightning bar: the epoch, the count (`7/15`, or `1it` without a
@@ -57,20 +57,29 @@ def progress_lines(frame: pl.DataFrame) -> pl.DataFrame:
     lines = frame.filter(text.str.contains(PROGRESS_MARK, literal=True))
     if lines.height == 0:
         return _empty_progress()
+    # Most logs print the line bare: only the others pay for the launcher and colour patterns
+    bare = text.str.starts_with(PROGRESS_MARK)
     rank, _ = launcher_label(text)
-    lines = lines.with_columns(rank, clean(strip_launcher(text)).alias("text"))
-    head = text.str.extract_groups(PROGRESS)
-    found = lines.with_columns(
-        at=text.str.find(PROGRESS), head=head, stamp=text.str.extract(LINE_STAMP)
-    ).drop_nulls("at")
-    return found.select(
+    prefixed = lines.filter(~bare).with_columns(rank, clean(strip_launcher(text)).alias("text"))
+    lines = pl.concat(
+        [
+            lines.filter(bare).with_columns(
+                rank=pl.lit(None, pl.Int32), stamp=pl.lit(None, pl.String)
+            ),
+            prefixed.with_columns(
+                stamp=text.str.extract(LINE_STAMP), text=text.str.extract(f"({PROGRESS_MARK}.*)$")
+            ),
+        ]
+    ).sort("line")
+    head = text.str.slice(0, 60).str.extract_groups(PROGRESS).struct.field
+    return lines.select(
         "line",
         "rank",
         "stamp",
-        epoch=pl.col("head").struct.field("1").cast(pl.Int64, strict=False),
-        step=pl.col("head").struct.field("2").cast(pl.Int64, strict=False),
-        total=pl.col("head").struct.field("3").cast(pl.Int64, strict=False),
-        rest=text.str.slice(pl.col("at")).str.splitn("|", 2).struct.field("field_1"),
+        epoch=head("1").cast(pl.Int64, strict=False),
+        step=head("2").cast(pl.Int64, strict=False),
+        total=head("3").cast(pl.Int64, strict=False),
+        rest=text.str.splitn("|", 2).struct.field("field_1"),
     ).drop_nulls("step")
 
 
