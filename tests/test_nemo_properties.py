@@ -87,7 +87,7 @@ def test_progress_lines_parse_back(
     rows, _ = _parse("\n".join(lines) + "\n")
     assert rows == [
         (
-            rec["step"],
+            rec["step"] + 1,
             float(printed(rec["loss"])),
             float(printed(rec["time"])),
             float(printed(rec["lr"])),
@@ -140,6 +140,7 @@ def test_lightning_bar_frames_parse_back(
     ]
     rows, warnings = _parse("\n".join(lines) + "\n")
     assert [row[:3] for row in rows] == [
-        (rec["step"], float(bar_value(rec["loss"])), float(bar_value(rec["time"]))) for rec in recs
+        (rec["step"] + 1, float(bar_value(rec["loss"])), float(bar_value(rec["time"])))
+        for rec in recs
     ]
     assert any("significant digits" in w for w in warnings)

@@ -39,13 +39,15 @@ def test_nemo2_progress_lines_with_flops_callback() -> None:
     #  global_step: 74 | ... | train_step_timing in s: 8.768 | TFLOPS_per_GPU: 865.7 | ..."
     doc = summary(PERF)
     assert doc["sources"] == [{"path": str(PERF), "format": "nemo", "records": 3}]
-    assert doc["iterations"] == {"logged": 3, "first": 74, "last": 76, "segments": 1}
+    # numbered from 1 as Megatron counts: global_step 74 is the 75th step
+    assert doc["iterations"] == {"logged": 3, "first": 75, "last": 77, "segments": 1}
     assert doc["step_time_s"]["min"] == 8.748
     assert doc["step_time_s"]["max"] == 8.768
     assert doc["reported"]["tflops_per_gpu"] == pytest.approx(866.9)  # median of 865.7/867.7/866.9
     assert doc["run"]["framework"] == "nemo2"
     assert doc["run"]["global_batch_size"] == 128
     assert doc["outcome"]["train_iters"] == 100  # "iteration 74/99": steps 0..99
+    assert doc["outcome"]["status"] == "unknown"  # an excerpt: no line says how it ended
 
 
 def test_nemo2_fields_without_a_column_go_to_the_long_table() -> None:
@@ -53,7 +55,7 @@ def test_nemo2_fields_without_a_column_go_to_the_long_table() -> None:
     # train_step_timing in s: 0.03146 | val_loss: 4.106"
     run = load_run([str(BIONEMO)], load_registry()).run
     table = run.table
-    assert table.get_column("iteration").to_list() == [120, 121, 122, 123, 124, 125]
+    assert table.get_column("iteration").to_list() == [121, 122, 123, 124, 125, 126]
     assert table.get_column("loss").to_list() == [1.233, 1.288, 1.333, 1.245, 1.375, 1.34]
     assert table.get_column("step_time_s").to_list() == [
         0.03146,
@@ -72,8 +74,12 @@ def test_nemo2_fields_without_a_column_go_to_the_long_table() -> None:
 
 def test_nemo1_lightning_bars_and_hydra_config() -> None:
     doc = summary(NEMO1, "--gpu", "h100-sxm")
-    # the last frame of each step: steps 996..1002, `global_step=1e+3` numbered from the count
-    assert doc["iterations"] == {"logged": 7, "first": 996, "last": 1002, "segments": 1}
+    # the last frame of each step: global_step 996..1004 (`global_step=1e+3` past 999: by the
+    # bar's count 1001..1005), numbered from 1
+    assert doc["iterations"] == {"logged": 9, "first": 997, "last": 1005, "segments": 1}
+    # "`Trainer.fit` stopped: `max_steps=1005` reached." (Lightning's fit loop)
+    assert doc["outcome"]["status"] == "completed"
+    assert doc["outcome"]["train_iters"] == 1005
     assert doc["step_time_s"]["min"] == 2.59
     assert doc["step_time_s"]["max"] == 2.62
     run = doc["run"]
@@ -155,3 +161,42 @@ def test_summary_matches_golden(path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert_golden(f"nemo/{path.name}.json", result.stdout)
     run = load_run([str(path.relative_to(ROOT))], load_registry()).run
     assert_golden(f"nemo/{path.name}.table.csv", run.table.write_csv())
+
+
+def test_nemo1_bar_without_step_timing_glued_to_a_watchdog() -> None:
+    # pytorch/pytorch issue 118369 (fixtures/endings): a real NeMo 1 bar, `global_step=3.2e+4`,
+    # no `train_step_timing in s`, an NCCL watchdog glued after the frame
+    path = FIXTURES / "endings" / "nccl_timeout" / "pytorch_118369_bar_glued_watchdog_hours.log"
+    doc = summary(path)
+    assert doc["sources"][0]["format"] == "nemo"
+    assert doc["iterations"]["last"] == 32040  # the bar's count: global_step is inexact
+    assert doc["step_time_s"]["median"] is None
+    assert any("train_step_timing" in w for w in doc["warnings"])
+    outcome = doc["outcome"]
+    assert (outcome["status"], outcome["reason"], outcome["last_iteration"]) == (
+        "crashed",
+        "nccl_timeout",
+        32040,
+    )
+    # the watchdog glued after the bar on line 1 is the first failure, not line 2's
+    assert outcome["collective"]["seq"] == 96120
+
+
+def test_a_nemo1_run_that_died_before_its_first_step(tmp_path: Path) -> None:
+    """The config dump and a traceback, no bar: the config is read, no records, the crash."""
+    head = NEMO1.read_text(encoding="utf-8").splitlines()[:150]
+    crash = [
+        "0: Traceback (most recent call last):",
+        '0:   File "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py",'
+        " line 40, in main",
+        "0: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ]
+    path = tmp_path / "died.log"
+    path.write_text("\n".join([*head, *crash]) + "\n", encoding="utf-8")
+    assert choose(load_registry(), path) == "nemo"
+    doc = summary(path)
+    assert doc["iterations"]["logged"] == 0
+    assert doc["run"]["num_gpus"] == 16
+    assert doc["run"]["model"]["num_layers"] == 24
+    assert doc["outcome"]["status"] == "crashed"
+    assert doc["outcome"]["exception"] == "OutOfMemoryError"

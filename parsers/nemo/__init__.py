@@ -15,8 +15,10 @@ What it reads (the formats are quoted in the project's FORMATS reference, 5b):
 - a Megatron-Bridge log's iteration lines through the Megatron parser, and Bridge's
   ``Step Time : ... TFLOP/s/GPU`` as its reported figure.
 
-Records are numbered by the printed ``global_step`` (0 for the first step, as NeMo prints
-it); the step count a NeMo 2 line counts to (``iteration i/N-1``) is ``train_iters`` N.
+NeMo prints ``global_step`` from 0 (the first step's line says 0, the last of N steps N-1);
+records are numbered as Megatron-LM counts iterations, from 1: ``global_step`` + 1 (kept as
+printed in the long table), so a run of N steps (``iteration i/N-1``: ``train_iters`` N)
+ends at record N.
 """
 
 from loganalyzer.parsers.nemo.parser import NemoParser

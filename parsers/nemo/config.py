@@ -17,6 +17,7 @@ scan with polars, and only they are walked in Python to rebuild their nesting.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import polars as pl
@@ -170,6 +171,8 @@ PATHS: dict[str, tuple[str, ...]] = {
 # A dump's value at a dotted path, typed, with where it was printed; None when not printed.
 Lookup = Callable[[str], "tuple[object, Provenance] | None"]
 
+INTERPOLATION = re.compile(r"^\$\{([\w.]+)\}$")
+
 # Lightning's `trainer.precision` values, and what they train in.
 PRECISIONS = {
     "bf16": "bf16",
@@ -213,6 +216,11 @@ def dump_config(
         if path not in values:
             return None
         raw, line = values[path]
+        # an unresolved interpolation (`${model.global_batch_size}`, a dump printed before
+        # OmegaConf.resolve) stands for the value at the path it names
+        reference = INTERPOLATION.match(raw)
+        if reference is not None and reference.group(1) in values:
+            raw = values[reference.group(1)][0]
         return _typed(raw), Provenance("log", source, line)
 
     for key, paths in PATHS.items():

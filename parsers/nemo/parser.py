@@ -45,7 +45,7 @@ NO_TIMING = (
 BAR_PRECISION = (
     "values are read from Lightning's progress bar, which prints 3 to 4 significant digits"
     " (`train_step_timing in s=49.50`, `global_step=2e+3`); a step whose global_step is"
-    " printed inexactly is numbered from the bar's count"
+    " printed inexactly is numbered by the bar's count of steps done"
 )
 NO_DUMP = (
     "no config dump (NeMo 1's `Experiment configuration`, Megatron-Bridge's `Task"
@@ -233,7 +233,7 @@ def _long(fields: pl.DataFrame, records: pl.DataFrame, keys: list[str]) -> pl.Da
 def _progress_table(
     progress: pl.DataFrame, fields: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame, tuple[int, int] | None]:
-    """NeMo 2's records: numbered by the printed `global_step` (the printer's `iteration`
+    """NeMo 2's records: numbered by the printed `global_step` + 1 (the printer's `iteration`
     counts within an epoch), copies printed by several ranks dropped; and the first line
     with the run's step count (`iteration i/N-1`: N steps)."""
     progress = progress.sort("line")
@@ -244,7 +244,7 @@ def _progress_table(
     records = (
         progress.join(step_field, on="line", how="left")
         .join(wide, on="line", how="left")
-        .with_columns(iteration=pl.coalesce("global_step", "step"))
+        .with_columns(iteration=pl.coalesce("global_step", "step") + 1)
     )
     # several ranks print the same line: the first copy of each (iteration, fields) is kept
     signature = pl.struct(pl.exclude("line", "rank", "stamp")).hash()
@@ -264,7 +264,7 @@ def _bar_table(
 ) -> tuple[pl.DataFrame, pl.DataFrame, tuple[int, int] | None]:
     """NeMo 1's records: the last frame drawn for each step (a bar is redrawn many times a
     step; its postfix holds the step's logged values), numbered by the printed `global_step`
-    where it is exact, else by the bar's count (which counts steps done: global_step + 1)."""
+    + 1 where it is exact, else by the bar's count (the steps done: global_step + 1)."""
     keys = ["line", "piece"]
     step_field = fields.filter(pl.col("key") == "global_step").select(
         *keys, global_step=pl.col("value"), exact="exact"
@@ -278,8 +278,8 @@ def _bar_table(
         .join(loss, on=keys, how="left")
         .with_columns(
             iteration=pl.when(pl.col("exact"))
-            .then(pl.col("global_step").cast(pl.Int64, strict=False))
-            .otherwise(pl.col("count") - 1),
+            .then(pl.col("global_step").cast(pl.Int64, strict=False) + 1)
+            .otherwise(pl.col("count")),
             loss=pl.coalesce("loss", "bar_loss"),
         )
     )
