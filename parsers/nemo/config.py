@@ -33,10 +33,10 @@ DUMP_STARTS_WITHIN = 3
 # after any launcher label; NeMo's logger indents a message's continuation lines.
 YAML_LINE = r"^(\s*)(?:([A-Za-z_][\w.\-]*):(?:\s+(.*?))?|(- .*))\s*$"
 
-PADDED_VOCAB = r"Padded vocab_size: (\d+), original vocab_size: (\d+)"
-LIGHTNING_MEMBERS = r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)"
-GLOO_PEERS = r"\[Gloo\] Rank \d+ is connected to (\d+) peer ranks"
-BRIDGE_STEP = r"Step Time : ([\d.]+)s GPU utilization: ([\d.]+)(?:MODEL_)?TFLOP/s/GPU"
+PADDED_VOCAB = r"Padded vocab_size: (\d{1,12}), original vocab_size: (\d{1,12})"
+LIGHTNING_MEMBERS = r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d{1,9})"
+GLOO_PEERS = r"\[Gloo\] Rank \d+ is connected to (\d{1,9}) peer ranks"
+BRIDGE_STEP = r"Step Time : (\d+(?:\.\d+)?)s GPU utilization: (\d+(?:\.\d+)?)(?:MODEL_)?TFLOP/s/GPU"
 
 STARTUP_MARKS = (
     "Padded vocab_size: ",

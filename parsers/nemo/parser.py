@@ -66,10 +66,9 @@ class NemoParser:
         " with its config dump"
     )
     tested_on = (
-        "NeMo 1.x megatron_gpt (Lightning bars, hydra config, 2023-2024)",
-        "NeMo 2.0 (2024-08)",
+        "NeMo 1.x megatron_gpt (Lightning progress bars, hydra config)",
         "NeMo 2.x BioNeMo recipes",
-        "NeMo 2.5 performance scripts",
+        "NeMo 2.5.0rc0 performance scripts",
         "Megatron-Bridge 0.2.0rc7",
     )
 
@@ -95,6 +94,8 @@ class NemoParser:
         for chunk in scanned_chunks(path, _scan):
             for key, part in chunk.items():
                 parts.setdefault(key, []).append(part)
+        if not parts:  # an empty file
+            raise NothingReadError(f"{source}: no NeMo progress lines, bars or config dump")
         found = {key: pl.concat(frames, how="diagonal_relaxed") for key, frames in parts.items()}
         config, warnings = _config(found, source)
         progress = found["progress"]
@@ -326,7 +327,7 @@ def _bridge(
     table = run.table
     if reported.height and table.height:
         stated = reported.select(
-            pl.col("line").cast(pl.Int64), stated=pl.col("value").cast(pl.Float64)
+            pl.col("line").cast(pl.Int64), stated=pl.col("value").cast(pl.Float64, strict=False)
         ).sort("line")
         records = table.select(record=pl.col("line")).drop_nulls().sort("record")
         placed = (
