@@ -48,6 +48,8 @@ def test_nemo2_progress_lines_with_flops_callback() -> None:
     assert doc["run"]["global_batch_size"] == 128
     assert doc["outcome"]["train_iters"] == 100  # "iteration 74/99": steps 0..99
     assert doc["outcome"]["status"] == "unknown"  # an excerpt: no line says how it ended
+    # max_memory_allocated: 62777982976 bytes = 58.47 GiB
+    assert doc["health"]["memory"]["max_allocated_gb"] == pytest.approx(62777982976 / 2**30)
 
 
 def test_nemo2_fields_without_a_column_go_to_the_long_table() -> None:

@@ -43,7 +43,13 @@ FIELD_COLUMNS = {
     # FLOPsMeasurementCallback (NeMo 2.0-2.1 `tflops_per_sec_per_gpu`, 2.2+ `TFLOPS_per_GPU`)
     "tflops_per_sec_per_gpu": "reported_tflops_per_gpu",
     "tflops_per_gpu": "reported_tflops_per_gpu",
+    # torch.cuda.max_memory_allocated(), in bytes (62777982976 on an 80 GB H100)
+    "max_memory_allocated": "mem_max_allocated_gb",
 }
+
+# Divisors from a field's printed unit to its column's: bytes to GiB, as the table's memory
+# columns hold (Megatron's `max allocated` MB / 1024).
+FIELD_DIVISORS = {"max_memory_allocated": float(2**30)}
 
 # Lightning's own running-mean `loss=` in a NeMo 1 bar: the loss only where the model
 # logged no `reduced_train_loss`.

@@ -200,8 +200,10 @@ def _config(
 def _wide(fields: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """The fields that have a column, one column each, keyed by `keys`."""
     columns = list(dict.fromkeys(lines.FIELD_COLUMNS.values()))
+    divisor = pl.col("key").replace_strict(lines.FIELD_DIVISORS, default=1.0)
     known = fields.with_columns(
-        column=pl.col("key").replace_strict(lines.FIELD_COLUMNS, default=None)
+        column=pl.col("key").replace_strict(lines.FIELD_COLUMNS, default=None),
+        value=pl.col("value") / divisor,
     ).drop_nulls("column")
     return known.unique([*keys, "column"], keep="first", maintain_order=True).pivot(
         on="column", index=keys, values="value", on_columns=columns
@@ -306,6 +308,7 @@ _TABLE = {
     "grad_norm",
     "global_batch_size",
     "reported_tflops_per_gpu",
+    "mem_max_allocated_gb",
     "segment",
     "rank",
     "line",
