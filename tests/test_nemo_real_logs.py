@@ -202,3 +202,26 @@ def test_a_nemo1_run_that_died_before_its_first_step(tmp_path: Path) -> None:
     assert doc["run"]["model"]["num_layers"] == 24
     assert doc["outcome"]["status"] == "crashed"
     assert doc["outcome"]["exception"] == "OutOfMemoryError"
+
+
+def test_no_other_frameworks_fixture_is_claimed_by_nemo() -> None:
+    """Detection claims what the parser reads: NeMo's lines, bars and dumps, nothing of
+    Megatron-LM's, DeepSpeed's or the HF Trainer's own logs."""
+    registry = load_registry()
+    for family in ("megatron", "megatron_deepspeed", "deepspeed", "hf_trainer", "corpus"):
+        for path in sorted((FIXTURES / family).rglob("*")):
+            if path.is_file():
+                assert scores(registry, path)["nemo"] == 0.0, path
+
+
+def test_a_megatron_log_with_a_nemo_logger_line_stays_megatrons(tmp_path: Path) -> None:
+    """Megatron-LM's iteration lines under NeMo's logger prefix (NeMo 1 runs megatron-core):
+    the NeMo parser reads none of them, so it claims the file below the Megatron parser."""
+    megatron = (FIXTURES / "megatron" / "core_v0_6_mixtral_throughput.txt").read_text()
+    path = tmp_path / "mixed.log"
+    path.write_text(
+        "[NeMo W 2024-04-06 02:50:00 nemo_logging:349] a warning\n" + megatron, encoding="utf-8"
+    )
+    found = scores(load_registry(), path)
+    assert found["nemo"] < found["megatron"]
+    assert choose(load_registry(), path) == "megatron"
