@@ -101,6 +101,7 @@ LITERALS = (
     "TrainOutput(",
     "'train_runtime'",
     "Training completed",
+    "`Trainer.fit` stopped: `max_",
     "***** train metrics *****",
     "exiting program",
     "terminate called after throwing",
@@ -185,7 +186,8 @@ _STOP = re.compile(
 # training ended, the script's metrics block, the final metrics themselves, a launcher's
 # report that its process exited well.
 _DONE = (
-    re.compile(r"\[after training is done\]|Training completed"),
+    # PyTorch Lightning's fit loop (NeMo 1 and 2): "`Trainer.fit` stopped: `max_steps=N` reached."
+    re.compile(r"\[after training is done\]|Training completed|`Trainer\.fit` stopped: `max_"),
     re.compile(r"\*\*\*\*\* train metrics \*\*\*\*\*"),
     re.compile(r"TrainOutput\(|'train_runtime'"),
     re.compile(r"exits successfully"),

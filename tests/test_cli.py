@@ -54,7 +54,7 @@ def test_unrecognised_file_exits_3_with_the_scores(tmp_path: Path) -> None:
     assert result.stderr == (
         f"Error: {path}: no registered parser recognises this file "
         "(deepspeed=0.00, hf_trainer=0.00, launcher=0.00, maxtext=0.00, megatron=0.00,"
-        " nanotron=0.00, tensorboard=0.00, torchtitan=0.00, wandb=0.00); "
+        " nanotron=0.00, nemo=0.00, tensorboard=0.00, torchtitan=0.00, wandb=0.00); "
         "`loganalyzer parsers` lists the formats read (a parser plugin adds others)\n"
     )
 

@@ -206,10 +206,18 @@ def launch_endings(
     return found
 
 
+def _after(fact: EndingFact, line: int) -> bool:
+    """Whether a fact comes after the last record, at `line`: a line below it, or a failure
+    glued after the record on its own line (an NCCL watchdog after a progress bar's frame:
+    the bar is NeMo 1's record); what the record's line itself says (its time, HF's final
+    metrics) is not after it."""
+    return fact.line > line or (fact.line == line and _is_failure(fact))
+
+
 def decide(endings: Endings, progress: Progress, files: Sequence[str]) -> Outcome:
     """The outcome from the facts after the last progress (see the module docstring);
     `files` in the run's order, to tell which file's first failure came first."""
-    tail = [f for f in endings.facts if f.line > progress.after.get(f.source, 0)]
+    tail = [f for f in endings.facts if _after(f, progress.after.get(f.source, 0))]
     progress = _with_bar(progress, tail)
     failures = [f for f in tail if _is_failure(f)]
     first_failure = _earliest(_first(failures, files), failures)

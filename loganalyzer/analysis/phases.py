@@ -68,9 +68,10 @@ PARENT = {
     ),
 }
 # Timers Megatron-LM runs outside an iteration, printed at the iteration after which they ran
-# (a save) or once per launch (its start-up): they take no share of a step.
+# (a save, an evaluation) or once per launch (its start-up): they take no share of a step.
 OUTSIDE_STEP = frozenset(
     {
+        "evaluate",
         "save-checkpoint",
         "save-checkpoint-non-persistent",
         "load-checkpoint",
