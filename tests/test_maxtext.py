@@ -58,7 +58,13 @@ def test_real_logs_give_their_records_step_times_and_devices(case: tuple) -> Non
     doc = _summary(path)
     assert doc["sources"][0]["format"] == "maxtext"
     assert doc["run"]["framework"] == "maxtext"
-    assert doc["iterations"] == {"logged": records, "first": first, "last": last, "segments": 1}
+    assert doc["iterations"] == {
+        "logged": records,
+        "first": first,
+        "last": last,
+        "segments": 1,
+        "covered": records,
+    }
     table = _table(path)
     assert table["step_time_s"][0] == first_s
     assert table["step_time_s"][-1] == last_s
@@ -242,7 +248,13 @@ def test_a_restart_starts_a_segment_and_a_copy_does_not(tmp_path: Path) -> None:
     # every step line printed twice in a row (two hosts' copies): nothing new
     doubled = [line for line in text.splitlines() for _ in range(1 + ("completed" in line))]
     log.write_text("\n".join(doubled))
-    assert _summary(log)["iterations"] == {"logged": 10, "first": 0, "last": 9, "segments": 1}
+    assert _summary(log)["iterations"] == {
+        "logged": 10,
+        "first": 0,
+        "last": 9,
+        "segments": 1,
+        "covered": 10,
+    }
 
 
 def test_detection_claims_maxtext_and_nothing_else() -> None:

@@ -51,7 +51,7 @@ def test_a_run_with_its_printed_config_end_to_end() -> None:
     path = NANOTRON / "nanotron_2024_08_tiny_llama.log"
     doc = _summary(path)
     assert doc["sources"][0]["format"] == "nanotron"
-    assert doc["iterations"] == {"logged": 15, "first": 1, "last": 15, "segments": 1}
+    assert doc["iterations"] == {"logged": 15, "first": 1, "last": 15, "segments": 1, "covered": 15}
     model = doc["run"]["model"]
     assert (model["num_layers"], model["hidden_size"], model["ffn_hidden_size"]) == (2, 16, 64)
     assert (model["num_attention_heads"], model["num_query_groups"]) == (4, 4)
@@ -125,7 +125,7 @@ def test_the_current_wording() -> None:
     logger's date without its year (no timestamp), the start line after a separator."""
     path = NANOTRON / "synthetic_2025_current_wording.log"
     doc = _summary(path)
-    assert doc["iterations"] == {"logged": 4, "first": 1, "last": 4, "segments": 1}
+    assert doc["iterations"] == {"logged": 4, "first": 1, "last": 4, "segments": 1, "covered": 4}
     assert (doc["run"]["global_batch_size"], doc["run"]["seq_length"]) == (128, 4096)
     run = load_run([str(path)], load_registry()).run
     assert run.table["step_time_s"].to_list() == pytest.approx([7.94, 2.41, 2.4, 2.42])

@@ -40,7 +40,7 @@ def test_nemo2_progress_lines_with_flops_callback() -> None:
     doc = summary(PERF)
     assert doc["sources"] == [{"path": str(PERF), "format": "nemo", "records": 3}]
     # numbered from 1 as Megatron counts: global_step 74 is the 75th step
-    assert doc["iterations"] == {"logged": 3, "first": 75, "last": 77, "segments": 1}
+    assert doc["iterations"] == {"logged": 3, "first": 75, "last": 77, "segments": 1, "covered": 3}
     assert doc["step_time_s"]["min"] == 8.748
     assert doc["step_time_s"]["max"] == 8.768
     assert doc["reported"]["tflops_per_gpu"] == pytest.approx(866.9)  # median of 865.7/867.7/866.9
@@ -78,7 +78,13 @@ def test_nemo1_lightning_bars_and_hydra_config() -> None:
     doc = summary(NEMO1, "--gpu", "h100-sxm")
     # the last frame of each step: global_step 996..1004 (`global_step=1e+3` past 999: by the
     # bar's count 1001..1005), numbered from 1
-    assert doc["iterations"] == {"logged": 9, "first": 997, "last": 1005, "segments": 1}
+    assert doc["iterations"] == {
+        "logged": 9,
+        "first": 997,
+        "last": 1005,
+        "segments": 1,
+        "covered": 9,
+    }
     # "`Trainer.fit` stopped: `max_steps=1005` reached." (Lightning's fit loop)
     assert doc["outcome"]["status"] == "completed"
     assert doc["outcome"]["train_iters"] == 1005
@@ -115,7 +121,7 @@ def test_bridge_log_reads_iteration_lines_and_the_task_configuration() -> None:
     # verdimrc/playground-nemo-2.0-gh:05-byoc-te-mb/with-ngc-pytorch-25.06-cleanup.md@6129a1a
     doc = summary(BRIDGE, "--gpu", "h100-sxm")
     assert doc["sources"] == [{"path": str(BRIDGE), "format": "nemo", "records": 1}]
-    assert doc["iterations"] == {"logged": 1, "first": 10, "last": 10, "segments": 1}
+    assert doc["iterations"] == {"logged": 1, "first": 10, "last": 10, "segments": 1, "covered": 10}
     assert doc["step_time_s"]["median"] == 4.6478  # elapsed time per iteration (ms): 4647.8
     run = doc["run"]
     assert run["framework"] == "megatron-bridge"

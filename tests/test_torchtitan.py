@@ -51,7 +51,7 @@ def test_a_current_run_end_to_end() -> None:
     path = TITAN / "titan_2025_11_debugmodel_h200.log"
     doc = _summary(path)
     assert doc["sources"][0]["format"] == "torchtitan"
-    assert doc["iterations"] == {"logged": 10, "first": 1, "last": 10, "segments": 1}
+    assert doc["iterations"] == {"logged": 10, "first": 1, "last": 10, "segments": 1, "covered": 9}
     run = doc["run"]
     assert run["model"]["num_layers"] == 6
     assert run["model"]["hidden_size"] == 256
@@ -91,7 +91,13 @@ def test_its_own_figures_are_reported_and_the_ratio_explained() -> None:
 def test_a_log_that_prints_mfu_without_tflops() -> None:
     path = TITAN / "titan_2025_02_llama3_8b_h200.log"
     doc = _summary(path)
-    assert doc["iterations"] == {"logged": 11, "first": 1, "last": 100, "segments": 1}
+    assert doc["iterations"] == {
+        "logged": 11,
+        "first": 1,
+        "last": 100,
+        "segments": 1,
+        "covered": 99,
+    }
     model = doc["run"]["model"]
     assert (model["num_layers"], model["hidden_size"], model["num_query_groups"]) == (32, 4096, 8)
     assert model["ffn_hidden_size"] == 14336  # 1.3 x int(2·16384/3), up to 1024
