@@ -229,16 +229,16 @@ def _step_times(
         return rows.with_columns(step_time_s=seconds), notes, None
     clock_field = next((name for name in CLOCKS if name in rows.columns), None)
     if clock_field is not None:
-        clock = pl.col(clock_field)
+        elapsed = pl.col(clock_field).diff().over("segment")
         what = f"{clock_field} (a cumulative clock)"
         resolution = None
     elif "timestamp" in rows.columns:
-        clock = pl.col("timestamp").dt.epoch("us") / 1e6
+        # differences of whole microseconds: seconds since 1970 in a float lose the last digits
+        elapsed = pl.col("timestamp").dt.epoch("us").diff().over("segment") / 1e6
         what = "the records' timestamps"
         resolution = _stamp_resolution(rows)
     else:
         return rows, [], None
-    elapsed = clock.diff().over("segment")
     restarts = rows.select((elapsed < 0).sum()).item()
     rows = rows.with_columns(
         step_time_s=pl.when((elapsed >= 0) & (steps > 0)).then(elapsed / steps)
