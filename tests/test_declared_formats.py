@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
+from loganalyzer.declared import parse_format
 from loganalyzer.declared.reader import REPORTED_MFU
 from loganalyzer.load import load_run
 from loganalyzer.model import Run
@@ -401,3 +402,15 @@ def test_a_broken_data_only_plugin_is_reported_and_the_others_load(
     loaded = load_registry()
     assert "nanogpt" in loaded.parsers
     assert "cannot read the format file" in loaded.broken["missing"]
+
+
+def test_the_reference_example_loads() -> None:
+    doc = (ROOT / "docs" / "declared-formats.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    fmt = parse_format(example, "docs/declared-formats.md")
+    assert fmt.name == "my_loop" and fmt.fields["step_time"].factor == pytest.approx(1e-3)
+    assert [line.groups for line in fmt.config][1] == (
+        "global_batch_size",
+        "seq_length",
+        "num_gpus",
+    )
