@@ -213,6 +213,10 @@ def test_pith_train_lines() -> None:
     assert run.table["mem_max_allocated_gb"][0] == pytest.approx(62.34 * 2**30 / 1e9)
     assert run.get("train_iters") == 4096
     assert metric(run, "pith_train/load_balance_loss")[0] == (1, pytest.approx(1.05))
+    # the line its docs show, as printed without the logger's prefix
+    line = read(FIXTURES / "pith_train" / "user_guide_line.log")
+    assert line.table["iteration"].to_list() == [123] and step_times(line) == [1.234]
+    assert line.table["tokens_per_s"].to_list() == [1234567.0]
 
 
 # An invented trainer, and a format file written for it as a user would.

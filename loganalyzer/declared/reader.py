@@ -160,15 +160,20 @@ def records(fmt: DeclaredFormat, parts: dict[str, pl.DataFrame], source: str) ->
 def _numbers(fmt: DeclaredFormat, rows: pl.DataFrame) -> pl.DataFrame:
     """Every captured value as a number (`textlog.to_number`: `1,234`, `nan`, `3.4K`), the
     timestamp as a UTC datetime; unit groups stay text."""
-    numeric = [
-        name for name in fmt.record.groups if name != "timestamp" and not name.endswith(UNIT_SUFFIX)
-    ]
+    units = {name for name in fmt.record.groups if _is_unit_group(fmt, name)}
+    numeric = [name for name in fmt.record.groups if name != "timestamp" and name not in units]
     rows = _as_numbers(rows, numeric)
     rows = rows.with_columns(pl.col("iteration").round().cast(pl.Int64, strict=False))
     if "timestamp" in rows.columns:
         rows = rows.with_columns(timestamp_text=pl.col("timestamp"))
         rows = rows.with_columns(timestamps(rows["timestamp"]).alias("timestamp"))
     return rows
+
+
+def _is_unit_group(fmt: DeclaredFormat, name: str) -> bool:
+    """Whether a group is the unit printed beside a field (`train_time_unit`), not a value."""
+    field = name.removesuffix(UNIT_SUFFIX)
+    return field != name and field in fmt.record.groups and name not in fmt.metrics
 
 
 def _as_numbers(rows: pl.DataFrame, names: list[str]) -> pl.DataFrame:
@@ -217,7 +222,7 @@ def _scaled(fmt: DeclaredFormat, rows: pl.DataFrame) -> pl.DataFrame:
     scaled = []
     for name, spec in fmt.fields.items():
         unit_group = name + UNIT_SUFFIX
-        if unit_group in rows.columns:
+        if unit_group in rows.columns and _is_unit_group(fmt, unit_group):
             printed = pl.col(unit_group).replace_strict(
                 dict(unit_factors(name)), default=None, return_dtype=pl.Float64
             )
