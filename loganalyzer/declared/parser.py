@@ -5,6 +5,7 @@ resource named by an entry point (a data-only plugin)."""
 from __future__ import annotations
 
 from contextvars import ContextVar
+from functools import lru_cache
 from importlib.metadata import EntryPoint
 from importlib.resources import files
 from pathlib import Path
@@ -43,19 +44,9 @@ class DeclaredParser:
         try:
             if not path.is_file():
                 return 0.0
-            head = read_head(path)
-            if not head or is_probably_binary(head):
-                return 0.0
-            lines = pl.Series("text", head.splitlines(), dtype=pl.String)
-            matched = int(
-                lines.to_frame()
-                .select(
-                    strip_launcher(clean(pl.col("text")))
-                    .str.contains(self.format.record.pattern)
-                    .sum()
-                )
-                .item()
-            )
+            stat = path.stat()
+            lines = _head_lines(str(path), stat.st_mtime_ns, stat.st_size)
+            matched = int(lines.str.contains(self.format.record.pattern).sum())
         except (OSError, pl.exceptions.PolarsError):
             return 0.0
         if not matched:
@@ -98,6 +89,20 @@ class DeclaredParser:
             warnings=warnings,
             endings=read_endings([parts["endings"]], source),
         )
+
+
+@lru_cache(maxsize=2)
+def _head_lines(path: str, mtime_ns: int, size: int) -> pl.Series:
+    """The non-empty lines of a file's head as a format's pattern sees them (colour codes
+    and launcher labels off), split once for every declared format's detection (a head of
+    millions of empty lines, a gzip bomb's, costs one split in polars, not one each)."""
+    head = read_head(Path(path))
+    if not head or is_probably_binary(head):
+        return pl.Series("text", [], dtype=pl.String)
+    lines = pl.Series("text", [head]).str.split("\n").explode().str.strip_chars_end("\r")
+    lines = lines.filter(lines.str.len_bytes() > 0)
+    cleaned: pl.Series = lines.to_frame().select(strip_launcher(clean(pl.col("text")))).to_series()
+    return cleaned
 
 
 def _batch_from_tokens(
