@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from loganalyzer.errors import UnrecognisedSourceError
+from loganalyzer.errors import InputError, UnrecognisedSourceError
 from loganalyzer.plugin import Parser, UriParser
 
 # `scheme:` at the start of a source; two letters at least, so `C:\\logs` stays a path.
@@ -40,14 +40,21 @@ class Registry:
 
 
 def load_registry() -> Registry:
-    """Load every parser registered in the ``loganalyzer.parsers`` entry-point group."""
+    """Load every parser registered in the ``loganalyzer.parsers`` entry-point group (an
+    entry point naming a ``.toml`` resource is a declared format, `loganalyzer.declared`),
+    and the formats given with ``--format-file`` to the command running."""
+    from loganalyzer import declared  # polars: not needed for `--help`
+
     parsers: dict[str, LoadedParser] = {}
     broken: dict[str, str] = {}
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = ep.dist.name if ep.dist is not None else "?"
         try:
-            obj = ep.load()
-            parser = obj() if isinstance(obj, type) else obj
+            if ep.value.endswith(".toml"):
+                parser: object = declared.from_entry_point(ep)
+            else:
+                obj = ep.load()
+                parser = obj() if isinstance(obj, type) else obj
         except Exception as exc:  # a broken third-party plugin must not break the others
             broken[ep.name] = f"{dist}: {type(exc).__name__}: {exc}"
             continue
@@ -55,6 +62,14 @@ def load_registry() -> Registry:
             broken[ep.name] = f"{dist}: {ep.value} lacks name/description/detect/parse"
             continue
         parsers.setdefault(parser.name, LoadedParser(parser, dist, ep.value))
+    for given in declared.given_formats():
+        if given.name in parsers:
+            taken = parsers[given.name]
+            raise InputError(
+                f"{given.format.origin}: name {given.name!r} is already registered"
+                f" ({taken.distribution}: {taken.entry_point}); give the format another name"
+            )
+        parsers[given.name] = LoadedParser(given, "--format-file", given.format.origin)
     return Registry(parsers, broken)
 
 

@@ -205,9 +205,40 @@ def overrides_from_options(**kwargs: Any) -> dict[str, dict[str, Any]]:
 
 
 # The reading and analysis options every command that summarises a run takes, defined once.
-format_option = click.option(
+_format_name_option = click.option(
     "--format", "forced_format", metavar="NAME", help="Skip detection and use this parser."
 )
+
+
+def _declare(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> None:
+    """Load and check each --format-file before any input is read; the formats join the
+    registry for this command only (`loganalyzer.declared`)."""
+    if not value:
+        return
+    from loganalyzer.declared import load_format_file
+    from loganalyzer.declared.parser import GIVEN
+
+    token = GIVEN.set(tuple(load_format_file(path) for path in value))
+    ctx.call_on_close(lambda: GIVEN.reset(token))
+
+
+_format_file_option = click.option(
+    "--format-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    expose_value=False,
+    callback=_declare,
+    metavar="FILE",
+    help="A declared format (TOML: a line pattern and its fields, see docs/declared-formats.md)"
+    " read beside the registered parsers; repeatable.",
+)
+
+
+def format_option(command: F) -> F:
+    """`--format NAME` and `--format-file FILE`: how the sources are read."""
+    return _format_name_option(_format_file_option(command))
+
+
 warmup_option = click.option(
     "--warmup",
     type=click.IntRange(min=0),
