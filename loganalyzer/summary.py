@@ -67,6 +67,7 @@ from loganalyzer.flops.efficiency import (
     assumed_dtype,
     default_dtype,
     measure,
+    missing_for_mfu,
     resolve_facts,
 )
 from loganalyzer.flops.peaks import resolution_json
@@ -141,6 +142,7 @@ def build_summary(
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
+    mfu_missing = missing_for_mfu(facts, efficiency, median)
     verdicts = judge(
         analysis,
         run.table,
@@ -154,8 +156,10 @@ def build_summary(
             expected_ratio=efficiency.expected_ratio,
             low_confidence=confidence,
             mfu_vs_bf16=efficiency.mfu_vs_bf16,
+            missing=tuple((m["input"] or "", m["option"]) for m in mfu_missing),
         ),
         period_causes=why.period_causes,
+        causes=why.causes,
     )
     # Megatron's text lines leave a NaN loss out (its parser: "megatron", both families)
     left_out = [s.path for s in run.sources if s.format == "megatron"]
@@ -195,7 +199,10 @@ def build_summary(
             if facts.global_batch_size and median
             else None,
         },
-        "flops": _flops(efficiency, facts.formula, mfu_goodput),
+        "flops": {
+            **_flops(efficiency, facts.formula, mfu_goodput),
+            "mfu_missing": mfu_missing,
+        },
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
@@ -223,7 +230,8 @@ def build_summary(
         "verdicts": _by_severity(
             [ending_verdict(outcome, facts.num_gpus)]
             + [dataclasses.asdict(v) for v in verdicts]
-            + why.verdicts
+            + why.verdicts,
+            facts.num_gpus,
         ),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
@@ -255,9 +263,15 @@ def ending_verdict(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
     }
 
 
-def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _by_severity(verdicts: list[dict[str, Any]], num_gpus: int | None) -> list[dict[str, Any]]:
+    """Most severe first, then the most seconds at stake; each verdict with its `lost_s`
+    (null: not a verdict about time) and `gpu_hours` (null also where the GPU count is
+    unknown)."""
     order = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(verdicts, key=lambda v: order[v["severity"]])
+    for verdict in verdicts:
+        lost = verdict.setdefault("lost_s", None)
+        verdict["gpu_hours"] = lost * num_gpus / 3600 if lost is not None and num_gpus else None
+    return sorted(verdicts, key=lambda v: (order[v["severity"]], -(v["lost_s"] or 0.0)))
 
 
 def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:
