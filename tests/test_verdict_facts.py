@@ -58,7 +58,7 @@ def test_a_2021_megatron_deepspeed_run_with_dp_1_gets_no_flags_it_never_had(
 
 
 def test_an_unknown_mfu_says_what_is_missing_although_the_gpu_was_given(
-    shared_logs: Path,
+    shared_logs: Path, tmp_path: Path
 ) -> None:
     """The BigScience HF+DeepSpeed log prints no sequence length: with `--gpu v100-sxm2` the
     MFU is unknown for want of --seq-length, not of --gpu, and a verdict says so."""
@@ -73,6 +73,11 @@ def test_an_unknown_mfu_says_what_is_missing_although_the_gpu_was_given(
     assert "| MFU (steady) | unknown: pass --seq-length |" in markdown
     assert "pass --gpu" not in markdown
     assert "MFU                  unknown: pass --seq-length" in _run(log, "--gpu", "v100-sxm2")
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", "-q", log, "--gpu", "v100-sxm2", "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert "unknown: pass --seq-length" in html and "pass --gpu" not in html
     doc = _doc(log, "--gpu", "v100-sxm2", "--seq-length", "1024")
     assert doc["flops"]["mfu"] is not None and doc["flops"]["mfu_missing"] == []
     assert "MFU_UNKNOWN" not in [v["code"] for v in doc["verdicts"]]

@@ -398,6 +398,8 @@ def _slow_step_verdicts(
         verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message, pattern.lost_s))
     for event in slow.sustained:
         cause = cause_of(event.start_iteration, event.end_iteration, event.segment)
+        if cause is not None and cause.kind in LEVER_CAUSES:
+            continue  # the straggler's or the data loader's own verdict says it
         message = (
             f"{iterations(event.start_iteration, event.end_iteration)}{_records(event)} ran at "
             f"{seconds(event.step_time_s)} per iteration, {ratio(event.factor)} the pace of "
