@@ -81,3 +81,18 @@ def test_an_unknown_mfu_says_what_is_missing_although_the_gpu_was_given(
     doc = _doc(log, "--gpu", "v100-sxm2", "--seq-length", "1024")
     assert doc["flops"]["mfu"] is not None and doc["flops"]["mfu_missing"] == []
     assert "MFU_UNKNOWN" not in [v["code"] for v in doc["verdicts"]]
+
+
+def test_hf_eval_runtime_splits_a_save_and_an_evaluation_at_one_step(shared_logs: Path) -> None:
+    """generated/hf_run: at step 20 the Trainer logs, evaluates (`eval_runtime` 1.1908 s in
+    trainer_state.json's log_history) and saves (checkpoint-20/), all before the record of
+    steps 21-25, which lost 4.6 s: the evaluation gets its 1.19 s, the save the rest; the slow
+    record of steps 16-20 before them is not the same events again."""
+    doc = _doc(str(shared_logs / "generated/hf_run/out"))
+    slow = {s["first_iteration"]: s["cause"] for s in doc["slow_steps"]}
+    shares = {s["kind"]: s["seconds"] for s in slow[21]["shares"]}
+    assert abs(shares["evaluation"] - 1.1908) < 1e-6
+    assert abs(shares["evaluation"] + shares["checkpoint_save"] - 4.5865) < 1e-3
+    assert slow[16]["kind"] == "unknown"
+    lines = {line["name"]: line["seconds"] for line in doc["goodput"]["lines"]}
+    assert abs(lines["evaluation"] - 1.1908) < 1e-6

@@ -147,6 +147,7 @@ class EventCost:
     last_iteration: int
     lost_s: float
     evidence: str
+    evidence_kind: EvidenceKind = "line"
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,15 @@ class _Evidence:
     phases: _ByIteration  # phase_growth at the slow iterations
     spreads: _ByIteration  # iteration, metric, spread, typical, excess, rank, against
 
+    @cached_property
+    def iterations(self) -> dict[str, list[int]]:
+        """The iterations of the recorded saves and evaluations, sorted (looked up by bisect:
+        a run can have thousands of slow steps and of evaluations)."""
+        return {
+            "checkpoint_save": sorted(self.events.saves),
+            "evaluation": sorted(self.events.evaluations),
+        }
+
 
 def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Causes:
     """Causes for every slow record, sustained slowdown, stall and restart of `analysis`
@@ -281,8 +291,9 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
         cause = found.get((kind, index))
         if cause is None or cause.kind == "unknown":
             # the event an entry before it at this iteration took: the same one, counted once
+            # (not where a timer gave the events their time: the rest is not theirs)
             again = _candidates(evidence, low, high)
-            if again:
+            if again and not _timed(evidence, again, both=False):
                 first = again[0]
                 cause = Cause(first.kind, first.evidence, first.evidence_kind, (), first.iteration)
         found[(kind, index)] = cause or Cause(
@@ -358,9 +369,19 @@ def _claim_events(
             free = [e for e in (first if which == 1 else second) if e.key not in taken]
             if not free:
                 continue
-            alone = all(wanted[e.key] == 1 for e in free)
+            # a timer that times one of a save and an evaluation there says both ran here
+            alone = all(wanted[e.key] == 1 for e in free) or (which == 1 and _timed(evidence, free))
             found[key] = _cause_of(evidence, free, lost, taken, alone)
     return found
+
+
+def _timed(evidence: _Evidence, free: list[_Event], both: bool = True) -> bool:
+    """Whether a timer times one of `free` (and, with `both`, they are a save and an
+    evaluation)."""
+    events = evidence.events
+    timers = {"checkpoint_save": events.save_timer_s, "evaluation": events.evaluation_timer_s}
+    found = any(e.iteration in timers[e.kind] for e in free)
+    return found and (not both or len({e.kind for e in free}) > 1)
 
 
 def _taken(causes: Iterable[Cause]) -> set[tuple[str, int]]:
@@ -380,12 +401,21 @@ def _cause_of(
     taken.update({first.key, other.key})
     save, evaluation = (first, other) if first.kind == "checkpoint_save" else (other, first)
     timer = evidence.events.save_timer_s.get(save.iteration)
+    timed = evidence.events.evaluation_timer_s.get(evaluation.iteration)
+    seconds: tuple[float | None, float | None]
     if timer is not None and lost_s > 0:
         save_s = min(timer, lost_s)
-        seconds: tuple[float | None, float | None] = (save_s, lost_s - save_s)
+        seconds = (save_s, lost_s - save_s)
         how = (
             f"the save-checkpoint timer gives the save {duration(save_s)}, the evaluation the "
             f"other {duration(lost_s - save_s)}"
+        )
+    elif timed is not None and lost_s > 0:
+        eval_s = min(timed, lost_s)
+        seconds = (lost_s - eval_s, eval_s)
+        how = (
+            f"eval_runtime gives the evaluation {duration(eval_s)}, the save the other "
+            f"{duration(lost_s - eval_s)}"
         )
     else:
         seconds = (None, None)
@@ -420,7 +450,8 @@ def _candidates(evidence: _Evidence, low: int, high: int) -> list[_Event]:
         ),
     ]
     for kind, printed, kinds, what, interval in sources:
-        hits = [i for i in printed if low <= i <= high]
+        known = evidence.iterations[kind]
+        hits = known[bisect_left(known, low) : bisect_right(known, high)]
         for hit in hits:
             how = kinds.get(hit, "line")
             line = printed[hit]
@@ -505,11 +536,12 @@ def _event_costs(
     excluded = {(s.segment, s.iteration) for s in analysis.slow.steps}
     warm = {w.segment: w.last_iteration for w in analysis.warmup if w.last_iteration is not None}
     costs = []
-    for kind, printed in (
-        ("checkpoint_save", events.saves),
-        ("evaluation", events.evaluations),
+    for kind, printed, kinds in (
+        ("checkpoint_save", events.saves, events.save_kinds),
+        ("evaluation", events.evaluations, events.evaluation_kinds),
     ):
         for iteration, line in printed.items():
+            how = kinds.get(iteration, "line")
             if (kind, iteration) in taken:
                 continue
             payer = recs.filter(
@@ -528,7 +560,7 @@ def _event_costs(
             lost = (rec["step"] - pace) * rec["interval"]
             if lost <= 0 or rec["excess"] <= 0:
                 continue
-            where = f" (line {line})" if line is not None else ""
+            where = f" (line {line})" if line is not None and how == "line" else ""
             costs.append(
                 EventCost(
                     kind=kind,  # type: ignore[arg-type]
@@ -537,6 +569,7 @@ def _event_costs(
                     first_iteration=int(rec["first"]),
                     last_iteration=last,
                     lost_s=lost,
+                    evidence_kind=how,  # type: ignore[arg-type]
                     evidence=(
                         f"after the {kind.replace('_', ' ')} at iteration {iteration}{where}, "
                         f"iterations {rec['first']}-{last} ran at "

@@ -7,8 +7,8 @@ number), a metric recorded at that step (Megatron's TensorBoard `lm loss validat
 Trainer's `eval/loss`, a `trainer_state.json` evaluation entry), a `checkpoint-N` folder, and
 the intervals the config states (`save_interval`, `eval_interval`; HF Trainer's `save_steps`,
 `eval_steps`), each with its provenance so a reader can check it. Megatron's `save-checkpoint`
-timer, printed at the iteration it saved after, times a save: where a save and an evaluation
-share an iteration, it splits their time.
+timer, printed at the iteration it saved after, times a save, HF Trainer's `eval_runtime` an
+evaluation: where a save and an evaluation share an iteration, they split their time.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ VALIDATION_PREFIX = "validation/"
 VALIDATION_METRIC = re.compile(r"^eval/| validation( ppl)?$|-validation/")
 # Megatron-LM's timer around a save (`save_checkpoint_and_time`), in ms, max over ranks.
 SAVE_TIMERS = ("timer/save-checkpoint", "timer/save-checkpoint/max")
+# HF Trainer's evaluation time in seconds (`speed_metrics("eval", ...)`: `eval_runtime`; the
+# parsers name it `validation/eval_runtime`, TensorBoard and W&B `eval/runtime`).
+EVAL_TIMERS = ("validation/eval_runtime", "eval/runtime")
 # A save whose only trace is the folder it wrote (HF Trainer's output_dir/checkpoint-N).
 _FOLDER = re.compile(r"checkpoint-\d+/?$")
 
@@ -82,6 +85,7 @@ class Events:
     save_kinds: dict[int, str] = field(default_factory=dict)
     evaluation_kinds: dict[int, str] = field(default_factory=dict)
     save_timer_s: dict[int, float] = field(default_factory=dict)
+    evaluation_timer_s: dict[int, float] = field(default_factory=dict)
 
 
 def events_of(metrics: Metrics, names: Sequence[str]) -> Events:
@@ -97,6 +101,7 @@ def events_of(metrics: Metrics, names: Sequence[str]) -> Events:
         i: (None, source) for i, (_, source) in _first_lines(metrics, recorded).items()
     } | _first_lines(metrics, printed)
     timers = _first_lines(metrics, [name for name in names if name in SAVE_TIMERS], "value")
+    evaluated = _first_lines(metrics, [name for name in names if name in EVAL_TIMERS], "value")
     return Events(
         saves={i: _line(line) for i, (line, _) in saves.items()},
         evaluations={i: _line(line) for i, (line, _) in evaluations.items()},
@@ -105,6 +110,7 @@ def events_of(metrics: Metrics, names: Sequence[str]) -> Events:
         save_timer_s={
             i: ms / 1000 for i, (ms, _) in timers.items() if isinstance(ms, (int, float))
         },
+        evaluation_timer_s={i: s for i, (s, _) in evaluated.items() if isinstance(s, (int, float))},
     )
 
 

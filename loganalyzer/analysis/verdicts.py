@@ -381,21 +381,30 @@ def _slow_step_verdicts(
     for pattern in slow.periodic:
         named = period_causes.get(pattern.period_iterations)
         members = [
-            cause_of(s.first_iteration, s.last_iteration, s.segment)
+            (s, cause_of(s.first_iteration, s.last_iteration, s.segment))
             for s in slow.steps
             if s.period_iterations == pattern.period_iterations
         ]
-        if members and all(c is not None and c.kind in LEVER_CAUSES for c in members):
-            continue  # the saves' or evaluations' own verdict says it
+        # the members a save or an evaluation explains are its own verdict's
+        rest = [s for s, c in members if c is None or c.kind not in LEVER_CAUSES]
+        if members and not rest:
+            continue
+        lost = sum(s.lost_s for s in rest) if members else pattern.lost_s
+        others = len(members) - len(rest)
+        which = plural(
+            others, "of them is a save or an evaluation", "of them are saves or evaluations"
+        )
+        said = f"; {which}, said in its own verdict" if others else ""
         message = (
             f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
             f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
             f"{ratio(pattern.median_ratio)} the baseline), "
-            f"{named or _USUAL_PERIODIC}; "
-            f"they cost {duration(pattern.lost_s)} ({_share(pattern.lost_s, analysis)})"
+            f"{named or _USUAL_PERIODIC}{said}; "
+            f"{'the rest cost' if others else 'they cost'} {duration(lost)} "
+            f"({_share(lost, analysis)})"
         )
-        severity = _lost_severity(pattern.lost_s, analysis, explained=named is not None)
-        verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message, pattern.lost_s))
+        severity = _lost_severity(lost, analysis, explained=named is not None)
+        verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message, lost))
     for event in slow.sustained:
         cause = cause_of(event.start_iteration, event.end_iteration, event.segment)
         if cause is not None and cause.kind in LEVER_CAUSES:
