@@ -51,6 +51,7 @@ Keys added since 1.2 (nothing renamed or removed):
                          `shares` ([{kind, iteration, seconds, evidence_kind, evidence}]: a
                          save and an evaluation one entry paid for; seconds null where the log
                          does not time them apart)
+  goodput.attributed[]   gains `evidence_kind` (line, metric or folder)
   flops.mfu_missing      why the steady MFU is unknown: [{input, option}] (option null where
                          none supplies it), empty when it is known; the MFU_UNKNOWN verdict
                          says the same
