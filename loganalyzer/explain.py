@@ -18,7 +18,7 @@ from loganalyzer.analysis.causes import Causes, attribute
 from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
-from loganalyzer.analysis.levers import lever_verdicts
+from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
 from loganalyzer.flops import waterfall
 from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
@@ -64,7 +64,13 @@ def explain(
         "waterfall": dataclasses.asdict(steps),
         "health": dataclasses.asdict(health),
     }
-    verdicts = lever_verdicts(causes, goodput, steps, schedule)
+    levers = LeverFacts(
+        arguments={key: value.value for key, value in run.config.items()},
+        micro_batch_size=facts.micro_batch_size,
+        data_parallel=_data_parallel(run, facts),
+        pipeline=run.get_int("pipeline_model_parallel_size"),
+    )
+    verdicts = lever_verdicts(causes, goodput, steps, schedule, levers)
     return Explanation(
         causes,
         goodput,
@@ -175,6 +181,14 @@ def mfu_goodput(
 def _micro_batches(run: Run, facts: RunFacts) -> int | None:
     """Micro-batches per pipeline per step: global batch / (micro batch × data parallel)."""
     micro = facts.micro_batch_size
+    data = _data_parallel(run, facts)
+    if not (facts.global_batch_size and micro and data):
+        return None
+    return facts.global_batch_size // (micro * data) or None
+
+
+def _data_parallel(run: Run, facts: RunFacts) -> int | None:
+    """The data-parallel size the run states, else the GPUs over the model-parallel ones."""
     data = run.get_int("data_parallel_size")
     if data is None and facts.num_gpus:
         model = 1
@@ -182,9 +196,7 @@ def _micro_batches(run: Run, facts: RunFacts) -> int | None:
             model *= run.get_int(key) or 1
         model *= run.get_int("context_parallel_size") or 1
         data = facts.num_gpus // model if facts.num_gpus % model == 0 else None
-    if not (facts.global_batch_size and micro and data):
-        return None
-    return facts.global_batch_size // (micro * data) or None
+    return data
 
 
 def _virtual_stages(run: Run) -> int | None:

@@ -35,6 +35,26 @@ A run with no iteration record is summarised (exit 0) with its outcome and null 
 `--fail-on-crash` exits 4 unless the status is completed or stopped. The verdicts begin
 with one on the ending (ENDING_<STATUS>: critical for crashed and hung, warning for killed
 and unknown, info otherwise).
+
+Keys added since 1.2 (nothing renamed or removed):
+  verdicts[].lost_s      the seconds the verdict is about (a save's, an evaluation's, a slow
+                         step's, a stall's, a restart's; a waterfall step's share of the
+                         productive steady time), null for a verdict not about time (MFU,
+                         TFLOPS, incidents, the ending)
+  verdicts[].gpu_hours   lost_s x GPUs / 3600, null where either is unknown
+  verdicts               ordered by severity (critical first), then lost_s (largest first);
+                         severity from the seconds at stake and whether the logs explain them
+                         (`analysis.verdicts.cost_severity`)
+  <entry>.cause          (slow_steps, stalls, restarts) gains `evidence_kind` (line, metric,
+                         folder, interval, timer, none: `analysis.causes.EVIDENCE`, strongest
+                         first), `event_iteration` (the save's or evaluation's iteration) and
+                         `shares` ([{kind, iteration, seconds, evidence_kind, evidence}]: a
+                         save and an evaluation one entry paid for; seconds null where the log
+                         does not time them apart)
+  goodput.attributed[]   gains `evidence_kind` (line, metric or folder)
+  flops.mfu_missing      why the steady MFU is unknown: [{input, option}] (option null where
+                         none supplies it), empty when it is known; the MFU_UNKNOWN verdict
+                         says the same
 """
 
 from __future__ import annotations
@@ -46,7 +66,7 @@ from typing import Any
 from loganalyzer import __version__
 from loganalyzer.analysis import Analysis, analyse
 from loganalyzer.analysis.events import schedule_of
-from loganalyzer.analysis.goodput import held_after
+from loganalyzer.analysis.goodput import Goodput, held_after
 from loganalyzer.analysis.incident_verdicts import judge_incidents
 from loganalyzer.analysis.incidents import find_incidents
 from loganalyzer.analysis.invariants import INVARIANTS, check
@@ -67,6 +87,7 @@ from loganalyzer.flops.efficiency import (
     assumed_dtype,
     default_dtype,
     measure,
+    missing_for_mfu,
     resolve_facts,
 )
 from loganalyzer.flops.peaks import resolution_json
@@ -141,6 +162,7 @@ def build_summary(
     mfu_goodput = goodput_mfu_of(analysis, efficiency, facts, why.goodput)
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
+    mfu_missing = missing_for_mfu(facts, efficiency, median)
     verdicts = judge(
         analysis,
         run.table,
@@ -154,8 +176,13 @@ def build_summary(
             expected_ratio=efficiency.expected_ratio,
             low_confidence=confidence,
             mfu_vs_bf16=efficiency.mfu_vs_bf16,
+            # a run without a timed record has nothing to measure: its ending says why
+            missing=tuple((m["input"] or "", m["option"]) for m in mfu_missing)
+            if analysis.timed_records
+            else (),
         ),
         period_causes=why.period_causes,
+        causes=why.causes,
     )
     # Megatron's text lines leave a NaN loss out (its parser: "megatron", both families)
     left_out = [s.path for s in run.sources if s.format == "megatron"]
@@ -198,7 +225,10 @@ def build_summary(
             if facts.global_batch_size and median
             else None,
         },
-        "flops": _flops(efficiency, facts.formula, mfu_goodput),
+        "flops": {
+            **_flops(efficiency, facts.formula, mfu_goodput),
+            "mfu_missing": mfu_missing,
+        },
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
@@ -225,9 +255,10 @@ def build_summary(
         **why.objects,
         "invariants": invariants,
         "verdicts": _by_severity(
-            [ending_verdict(outcome, facts.num_gpus)]
+            [{**ending_verdict(outcome, facts.num_gpus), "lost_s": _held_s(why.goodput)}]
             + [dataclasses.asdict(v) for v in verdicts]
-            + why.verdicts
+            + why.verdicts,
+            facts.num_gpus,
         ),
         "warnings": list(dict.fromkeys(warnings)),  # once per run, however many files say it
     }
@@ -259,9 +290,20 @@ def ending_verdict(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
     }
 
 
-def _by_severity(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _held_s(goodput: Goodput) -> float | None:
+    """The seconds the run held its GPUs after its last progress (the budget's hang line)."""
+    return goodput.hang.seconds if goodput.hang is not None else None
+
+
+def _by_severity(verdicts: list[dict[str, Any]], num_gpus: int | None) -> list[dict[str, Any]]:
+    """Most severe first, then the most seconds at stake; each verdict with its `lost_s`
+    (null: not a verdict about time) and `gpu_hours` (null also where the GPU count is
+    unknown)."""
     order = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(verdicts, key=lambda v: order[v["severity"]])
+    for verdict in verdicts:
+        lost = verdict.setdefault("lost_s", None)
+        verdict["gpu_hours"] = lost * num_gpus / 3600 if lost is not None and num_gpus else None
+    return sorted(verdicts, key=lambda v: (order[v["severity"]], -(v["lost_s"] or 0.0)))
 
 
 def _run(run: Run, facts: RunFacts, efficiency: Efficiency, tokens: int | None) -> dict[str, Any]:

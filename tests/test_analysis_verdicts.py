@@ -169,7 +169,9 @@ def test_slow_step_verdicts_carry_their_numbers() -> None:
         "info",
         "SLOW_STEPS",
         "1 isolated slow record above the baseline cost 3 s (0.3 % of the logged "
-        "17.7 min); the worst, iteration 501, took 4 s against 1 s (4.00×): 3 s lost",
+        "17.7 min); the worst, iteration 501, took 4 s against 1 s (4.00×): 3 s lost; nothing "
+        "in the logs says why",
+        3.0,
     )
     assert by_code["PERIODIC_SLOW_STEPS"].message == (
         "10 slow steps recur every 100 iterations (iterations 100–1000, median 2.00× the "
@@ -195,18 +197,23 @@ def test_step_time_drift() -> None:
 def test_restart_and_stall_verdicts() -> None:
     run = synthetic_run(1000, noise=0.0, restart=(700, 50, 600.0), stalls={300: 120.0})
     verdicts = verdicts_for(NO_MFU, run.table)
+    # the restart cost more than a quarter of the logged time: critical; the stall nothing
+    # explains, 120 s of 1,170 s, a warning
     assert verdicts == [
         Verdict(
-            "warning",
+            "critical",
             "RESTARTS_LOST_TIME",
             "1 restart cost 10.8 min: 10.0 min of gaps (known for 1 of 1) and 50 redone "
             "iterations (50 s at the steady pace of 1 s)",
+            650.0,
         ),
         Verdict(
             "warning",
             "STALLS",
-            "1 stall inside a run segment added 2.0 min that the step times do not show; the "
-            "longest, 2.0 min, came between iterations 300 and 301",
+            "1 stall inside a run segment added 2.0 min that the step times do not show and "
+            "nothing in the logs explains; the longest, 2.0 min, came between iterations 300 "
+            "and 301",
+            120.0,
         ),
     ]
 

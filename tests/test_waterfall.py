@@ -13,7 +13,7 @@ from loganalyzer.analysis import analyse
 from loganalyzer.analysis.causes import attribute
 from loganalyzer.analysis.events import Interval, Schedule
 from loganalyzer.analysis.goodput import budget
-from loganalyzer.analysis.levers import lever_verdicts
+from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
 from loganalyzer.flops.waterfall import Inputs, build
 from loganalyzer.model import empty_metrics
 from tests.analysis_factories import cumulative_timestamps, make_table
@@ -109,10 +109,58 @@ def test_checkpoint_verdict_names_the_interval_the_count_and_the_lever() -> None
     causes = attribute(analysis, table, schedule)
     goodput = budget(analysis, causes, table)
     waterfall = build(Inputs(None, None, None, "", None, None, None, None, None))
-    (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule)
+    # the flag is named only where the run's printed arguments list it (Megatron-LM's
+    # `async_save`), else the lever is said generally
+    printed = LeverFacts(arguments={"async_save": False})
+    (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule, printed)
     assert verdict.code == "CHECKPOINT_SAVE_COST"
     assert verdict.message == (
         "checkpoint saves every 500 iterations cost 3.8 % of the run (3 saves attributed, "
         "21 s each at the median, 63 s in all); asynchronous saving (`--async-save`) would "
         "hide most of it"
     )
+    (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule)
+    assert verdict.message.endswith("; asynchronous saving would hide most of it")
+
+
+def test_levers_name_only_the_flags_the_run_has_and_the_values_it_can_change() -> None:
+    """Megatron-LM core prints `overlap_grad_reduce`, `overlap_param_gather` and
+    `overlap_p2p_comm` in its arguments dump (fixtures/corpus/megatron/
+    core_2024_swift_qwen2_0_5b_dp2.log:209-211); a 2021 dump lists none of them. With DP=1
+    there is no data-parallel reduction to overlap; with a micro-batch of 1, no smaller one."""
+    inputs = Inputs(
+        mfu=0.12,
+        hfu=0.16,
+        mfu_overall=0.11,
+        mfu_source="recomputed",
+        pipeline=8,
+        virtual_stages=1,
+        micro_batches=4,
+        step_ms=1000.0,
+        goodput_mfu=0.1,
+        timers=_timers({"forward-recv": 700.0, "embedding-grads-all-reduce": 200.0}),
+    )
+    table = make_table([1.0] * 100)
+    analysis = analyse(table, empty_metrics())
+    causes = attribute(analysis, table, Schedule())
+    goodput = budget(analysis, causes, table)
+
+    def said(facts: LeverFacts) -> dict[str, str]:
+        verdicts = lever_verdicts(causes, goodput, build(inputs), Schedule(), facts)
+        return {v.code: v.message for v in verdicts}
+
+    core = {"overlap_grad_reduce": False, "overlap_param_gather": False, "overlap_p2p_comm": False}
+    found = said(LeverFacts(core | {"micro_batch_size": 2}, 2, 4, 8))
+    assert (
+        "overlapping the data-parallel reductions (`--overlap-grad-reduce` and "
+        "`--overlap-param-gather`) and the pipeline sends (`--overlap-p2p-communication`) "
+        "with compute"
+    ) in found["EXPOSED_COMMUNICATION"]
+    assert "a smaller micro-batch (`--micro-batch-size`)" in found["PIPELINE_BUBBLE"]
+    found = said(LeverFacts({"micro_batch_size": 1}, 1, 1, 8))
+    assert "overlapping the pipeline sends with compute" in found["EXPOSED_COMMUNICATION"]
+    assert "--overlap" not in found["EXPOSED_COMMUNICATION"]
+    assert "smaller micro-batch" not in found["PIPELINE_BUBBLE"]
+    # a flag already set is not advised again
+    found = said(LeverFacts(core | {"overlap_p2p_comm": True}, 2, 4, 8))
+    assert "the pipeline sends with compute" in found["EXPOSED_COMMUNICATION"]

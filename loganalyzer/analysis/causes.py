@@ -7,16 +7,22 @@ record that covers N + 1, or in the record of N where the framework saves before
 stall between the records of iterations `a` and `b` for what ran after `a`..`b`. The most
 specific cause the evidence supports wins, in this order:
 
-1. `checkpoint_save`: a `saving checkpoint` line in the range, else a multiple of the
-   configured save interval;
-2. `evaluation`: a validation line in the range, else a multiple of the configured
-   evaluation interval;
-3. `straggler`: at that iteration one rank's timer (or a timer's max across ranks against its
+1. `checkpoint_save` / `evaluation`: a save or evaluation the logs record in the range, the
+   strongest evidence first (`EVIDENCE`: a printed line, then a metric recorded at that
+   step, then a checkpoint folder), else a multiple of the configured interval;
+2. `straggler`: at that iteration one rank's timer (or a timer's max across ranks against its
    min) sits `spreads.STRAGGLER_RATIO` beyond what is typical for it in the run;
-4. `data_loading`: the phase that grew (see `phases`) is the data loader's;
-5. `overflow` / `nan`: the record skipped iterations (fp16 loss-scale overflow) or hit NaNs;
-6. `phase`: another timer grew (named, with the child it is attributed to);
-7. `unknown`: nothing in the logs supports a cause.
+3. `data_loading`: the phase that grew (see `phases`) is the data loader's;
+4. `overflow` / `nan`: the record skipped iterations (fp16 loss-scale overflow) or hit NaNs;
+5. `phase`: another timer grew (named, with the child it is attributed to);
+6. `unknown`: nothing in the logs supports a cause.
+
+Each save or evaluation is attributed once. Entries that meet at one iteration (the stall
+after it, then the record that follows) take its events in log order, strongest evidence
+first; an entry left without one, whose own timers explain nothing, is the same event's
+(which is then still counted once). One entry with a save and an evaluation names both
+(`Cause.shares`), their time split by Megatron's `save-checkpoint` timer where it is logged,
+else left unsplit (seconds None).
 
 Records that are not slow still pay for a save or an evaluation printed just before them:
 their excess over the steady pace is `EventCost`, so the goodput budget counts it.
@@ -25,6 +31,7 @@ their excess over the steady pace is `EventCost`, so the goodput budget counts i
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,14 +62,66 @@ CauseKind = Literal[
     "unknown",
 ]
 DATA_PHASES = frozenset({"batch-generator", "batch-input", "data-loader", "dataloader"})
+# The one ranking of evidence, strongest first: a save or validation line printed at the
+# iteration, a metric recorded at that step (a TensorBoard/W&B validation record, an eval
+# metric), a checkpoint folder, a configured interval (a multiple of save_interval or
+# eval_interval), a timer's growth (or a rank spread, skipped or NaN iterations), nothing.
+EVIDENCE = ("line", "metric", "folder", "interval", "timer", "none")
+EvidenceKind = Literal["line", "metric", "folder", "interval", "timer", "none"]
+EventKind = Literal["checkpoint_save", "evaluation"]
+
+
+@dataclass(frozen=True)
+class Share:
+    """One of two events that one entry paid for: its seconds (None: the log does not time
+    them apart) and its evidence."""
+
+    kind: EventKind
+    iteration: int
+    seconds: float | None
+    evidence_kind: EvidenceKind
+    evidence: str
 
 
 @dataclass(frozen=True)
 class Cause:
-    """Why an entry lost time: `kind`, and the log facts behind it."""
+    """Why an entry lost time: `kind`, the log facts behind it and their kind (`EVIDENCE`);
+    `shares` where a save and an evaluation at one iteration both explain it."""
 
     kind: CauseKind
     evidence: str
+    evidence_kind: EvidenceKind = "none"
+    shares: tuple[Share, ...] = ()
+    event_iteration: int | None = None  # the save's or evaluation's iteration
+
+    def split(self, lost_s: float) -> list[tuple[str, float]]:
+        """`lost_s` by cause kind: by the shares where their seconds are known, else all to
+        `kind` (the strongest evidence's)."""
+        if self.shares and all(share.seconds is not None for share in self.shares):
+            return [(share.kind, share.seconds or 0.0) for share in self.shares]
+        return [(self.kind, lost_s)]
+
+    def events(self) -> list[tuple[str, int]]:
+        """The saves and evaluations (kind, iteration) this cause names."""
+        if self.shares:
+            return [(share.kind, share.iteration) for share in self.shares]
+        if self.event_iteration is not None:
+            return [(self.kind, self.event_iteration)]
+        return []
+
+
+@dataclass(frozen=True)
+class _Event:
+    """A save or evaluation that can explain an entry, with its evidence."""
+
+    kind: EventKind
+    iteration: int
+    evidence_kind: EvidenceKind
+    evidence: str
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.iteration)
 
 
 @dataclass(frozen=True)
@@ -88,6 +147,7 @@ class EventCost:
     last_iteration: int
     lost_s: float
     evidence: str
+    evidence_kind: EvidenceKind = "line"
 
 
 @dataclass(frozen=True)
@@ -134,6 +194,20 @@ class Causes:
                 found.setdefault((e.segment, e.first_iteration, e.last_iteration), e.cause)
         return found
 
+    def event_seconds(self, kind: str) -> dict[int, float]:
+        """The seconds lost to each save or evaluation of `kind`, by its iteration: each event
+        once, however many entries (a stall, the record after it) paid for it."""
+        found: dict[int, float] = {}
+        for entry in self.entries:
+            named = [i for k, i in entry.cause.events() if k == kind]
+            spent = sum(s for k, s in entry.cause.split(entry.lost_s) if k == kind)
+            for rank, iteration in enumerate(named):
+                found[iteration] = found.get(iteration, 0.0) + (spent if rank == 0 else 0.0)
+        for cost in self.events:
+            if cost.kind == kind:
+                found[cost.event_iteration] = found.get(cost.event_iteration, 0.0) + cost.lost_s
+        return found
+
     def for_stall(self, segment: int, iteration: int) -> Cause | None:
         """The cause of the stall ending at `iteration`."""
         for found in self.entries:
@@ -166,6 +240,15 @@ class _Evidence:
     phases: _ByIteration  # phase_growth at the slow iterations
     spreads: _ByIteration  # iteration, metric, spread, typical, excess, rank, against
 
+    @cached_property
+    def iterations(self) -> dict[str, list[int]]:
+        """The iterations of the recorded saves and evaluations, sorted (looked up by bisect:
+        a run can have thousands of slow steps and of evaluations)."""
+        return {
+            "checkpoint_save": sorted(self.events.saves),
+            "evaluation": sorted(self.events.evaluations),
+        }
+
 
 def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Causes:
     """Causes for every slow record, sustained slowdown, stall and restart of `analysis`
@@ -192,6 +275,30 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
             iteration_spreads(long.metrics, long.names).filter(pl.col("iteration").is_in(slow))
         ),
     )
+    steps, stalls = analysis.slow.steps, analysis.stalls
+    # log order: at one iteration, the stall after it before the record that follows
+    order = sorted(
+        [
+            (s.segment, s.iteration - s.interval, 1, n, s.iteration, s.lost_s)
+            for n, s in enumerate(steps)
+        ]
+        + [(s.segment, s.after_iteration, 0, n, s.iteration, s.gap_s) for n, s in enumerate(stalls)]
+    )
+    found = _claim_events(evidence, [(o[2], o[3], o[1], o[4], o[5]) for o in order])
+    for _, low, kind, index, high, _ in order:
+        if (kind, index) not in found and kind == 1:
+            found[(kind, index)] = _time_cause(evidence, low + 1, high)
+        cause = found.get((kind, index))
+        if cause is None or cause.kind == "unknown":
+            # the event an entry before it at this iteration took: the same one, counted once
+            # (not where a timer gave the events their time: the rest is not theirs)
+            again = _candidates(evidence, low, high)
+            if again and not _timed(evidence, again, both=False):
+                first = again[0]
+                cause = Cause(first.kind, first.evidence, first.evidence_kind, (), first.iteration)
+        found[(kind, index)] = cause or Cause(
+            "unknown", "no save, evaluation or timer explains the gap"
+        )
     entries = [
         Attributed(
             "slow_step",
@@ -199,9 +306,9 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
             s.iteration - s.interval + 1,
             s.iteration,
             s.lost_s,
-            _record_cause(evidence, s.iteration - s.interval, s.iteration),
+            found[(1, n)],
         )
-        for s in analysis.slow.steps
+        for n, s in enumerate(steps)
     ]
     entries += [
         Attributed(
@@ -215,54 +322,158 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
         for e in analysis.slow.sustained
     ]
     entries += [
-        Attributed(
-            "stall",
-            s.segment,
-            s.after_iteration,
-            s.iteration,
-            s.gap_s,
-            _event_cause(evidence, s.after_iteration, s.iteration)
-            or Cause("unknown", "no save, evaluation or timer explains the gap"),
-        )
-        for s in analysis.stalls
+        Attributed("stall", s.segment, s.after_iteration, s.iteration, s.gap_s, found[(0, n)])
+        for n, s in enumerate(stalls)
     ]
     launches = long.startup
     return Causes(
         entries=tuple(entries),
-        events=_event_costs(analysis, table, events),
+        events=_event_costs(analysis, table, events, _taken(found.values())),
         restarts=tuple(
             _restart_cause(r, events, launches.get(r.segment)) for r in analysis.restarts
         ),
     )
 
 
-def _record_cause(evidence: _Evidence, low: int, high: int) -> Cause:
-    return _event_cause(evidence, low, high) or _time_cause(evidence, low + 1, high)
+_NAMES: dict[str, str] = {"checkpoint_save": "a checkpoint save", "evaluation": "an evaluation"}
 
 
-def _event_cause(evidence: _Evidence, low: int, high: int) -> Cause | None:
-    """A save or evaluation after one of iterations `low`..`high`: printed, then configured."""
-    lines: list[tuple[CauseKind, dict[int, int | None], str]] = [
-        ("checkpoint_save", evidence.events.saves, "saving checkpoint"),
-        ("evaluation", evidence.events.evaluations, "validation"),
+def _claim_events(
+    evidence: _Evidence, entries: list[tuple[int, int, int, int, float]]
+) -> dict[tuple[int, int], Cause]:
+    """Each save and evaluation to one of `entries` (kind: 0 stall, 1 record; index; and the
+    iterations `low`..`high` after which what it paid for ran), in log order, strongest
+    evidence first. An event after iteration N lands in the stall or the record after N
+    (first pass); in N's own record only where the framework saved before it logged and no
+    entry after N took it (second pass). An entry that no other entry competes with takes a
+    save and an evaluation both, as shares."""
+    places = [
+        (
+            (kind, index),
+            _candidates(evidence, low, high - 1),
+            _candidates(evidence, high, high),
+            lost,
+        )
+        for kind, index, low, high, lost in entries
     ]
-    for kind, printed, what in lines:
-        hit = next((i for i in printed if low <= i <= high), None)
-        if hit is not None:
+    wanted: dict[tuple[str, int], int] = {}
+    for _, first, second, _ in places:
+        for event in {e.key for e in [*first, *second]}:
+            wanted[event] = wanted.get(event, 0) + 1
+    taken: set[tuple[str, int]] = set()
+    found: dict[tuple[int, int], Cause] = {}
+    for which in (1, 2):
+        for key, first, second, lost in places:
+            if key in found:
+                continue
+            free = [e for e in (first if which == 1 else second) if e.key not in taken]
+            if not free:
+                continue
+            # a timer that times one of a save and an evaluation there says both ran here
+            alone = all(wanted[e.key] == 1 for e in free) or (which == 1 and _timed(evidence, free))
+            found[key] = _cause_of(evidence, free, lost, taken, alone)
+    return found
+
+
+def _timed(evidence: _Evidence, free: list[_Event], both: bool = True) -> bool:
+    """Whether a timer times one of `free` (and, with `both`, they are a save and an
+    evaluation)."""
+    events = evidence.events
+    timers = {"checkpoint_save": events.save_timer_s, "evaluation": events.evaluation_timer_s}
+    found = any(e.iteration in timers[e.kind] for e in free)
+    return found and (not both or len({e.kind for e in free}) > 1)
+
+
+def _taken(causes: Iterable[Cause]) -> set[tuple[str, int]]:
+    return {event for cause in causes for event in cause.events()}
+
+
+def _cause_of(
+    evidence: _Evidence, free: list[_Event], lost_s: float, taken: set[tuple[str, int]], alone: bool
+) -> Cause:
+    """The cause of an entry from the events it can take (`free`, strongest first), marked
+    `taken`; `alone` (no other entry wants them): a save and an evaluation both, as shares."""
+    first = free[0]
+    other = next((e for e in free[1:] if e.kind != first.kind), None)
+    if not alone or other is None:
+        taken.add(first.key)
+        return Cause(first.kind, first.evidence, first.evidence_kind, (), first.iteration)
+    taken.update({first.key, other.key})
+    save, evaluation = (first, other) if first.kind == "checkpoint_save" else (other, first)
+    timer = evidence.events.save_timer_s.get(save.iteration)
+    timed = evidence.events.evaluation_timer_s.get(evaluation.iteration)
+    seconds: tuple[float | None, float | None]
+    if timer is not None and lost_s > 0:
+        save_s = min(timer, lost_s)
+        seconds = (save_s, lost_s - save_s)
+        how = (
+            f"the save-checkpoint timer gives the save {duration(save_s)}, the evaluation the "
+            f"other {duration(lost_s - save_s)}"
+        )
+    elif timed is not None and lost_s > 0:
+        eval_s = min(timed, lost_s)
+        seconds = (lost_s - eval_s, eval_s)
+        how = (
+            f"eval_runtime gives the evaluation {duration(eval_s)}, the save the other "
+            f"{duration(lost_s - eval_s)}"
+        )
+    else:
+        seconds = (None, None)
+        how = "the log does not time them apart"
+    shares = tuple(
+        Share(e.kind, e.iteration, t, e.evidence_kind, e.evidence)
+        for e, t in ((save, seconds[0]), (evaluation, seconds[1]))
+    )
+    text = (
+        f"{_NAMES[first.kind]} ({first.evidence}) and {_NAMES[other.kind]} "
+        f"({other.evidence}) after the same iteration: {how}"
+    )
+    kind = first.kind
+    if seconds[0] is not None and seconds[1] is not None:
+        kind = save.kind if seconds[0] >= seconds[1] else evaluation.kind
+    return Cause(kind, text, first.evidence_kind, shares, first.iteration)
+
+
+def _candidates(evidence: _Evidence, low: int, high: int) -> list[_Event]:
+    """The saves and evaluations after one of iterations `low`..`high`, strongest evidence
+    first: those the logs record, else a multiple of the configured interval."""
+    events, schedule = evidence.events, evidence.schedule
+    found: list[_Event] = []
+    sources: list[tuple[EventKind, dict[int, int | None], dict[int, str], str, Interval | None]] = [
+        ("checkpoint_save", events.saves, events.save_kinds, "saving checkpoint", schedule.save),
+        (
+            "evaluation",
+            events.evaluations,
+            events.evaluation_kinds,
+            "validation",
+            schedule.evaluation,
+        ),
+    ]
+    for kind, printed, kinds, what, interval in sources:
+        known = evidence.iterations[kind]
+        hits = known[bisect_left(known, low) : bisect_right(known, high)]
+        for hit in hits:
+            how = kinds.get(hit, "line")
             line = printed[hit]
-            where = f" (line {line})" if line is not None else ""
-            return Cause(kind, f"'{what}' at iteration {hit}{where}")
-    configured: list[tuple[CauseKind, Interval | None]] = [
-        ("checkpoint_save", evidence.schedule.save),
-        ("evaluation", evidence.schedule.evaluation),
-    ]
-    for kind, interval in configured:
-        if interval is None:
+            if how == "line":
+                where = f" (line {line})" if line is not None else ""
+                text = f"'{what}' at iteration {hit}{where}"
+            elif how == "folder":
+                text = f"a checkpoint folder of iteration {hit}"
+            else:
+                what = "a save" if kind == "checkpoint_save" else "a validation metric"
+                text = f"{what} recorded at step {hit}"
+            found.append(_Event(kind, hit, how, text))  # type: ignore[arg-type]
+        if hits or interval is None:
             continue
         multiple = high - high % interval.iterations
         if multiple >= max(low, 1):
-            return Cause(kind, f"iteration {multiple} is a multiple of {interval.source}")
-    return None
+            text = f"iteration {multiple} is a multiple of {interval.source}"
+            found.append(_Event(kind, multiple, "interval", text))
+    return sorted(
+        found,
+        key=lambda e: (EVIDENCE.index(e.evidence_kind), e.kind != "checkpoint_save", e.iteration),
+    )
 
 
 def _time_cause(evidence: _Evidence, first: int, last: int) -> Cause:
@@ -276,23 +487,27 @@ def _time_cause(evidence: _Evidence, first: int, last: int) -> Cause:
             f"{row['metric']} at iteration {row['iteration']}: {who} at "
             f"{number(row['spread'], '.2f')}{TIMES} the {row['against']}, against "
             f"{number(row['typical'], '.2f')}{TIMES} typically",
+            "timer",
         )
     phases = evidence.phases.between(first, last)
     phase = max(phases, key=lambda r: r["phase_delta_ms"]) if phases else None
     if phase is not None and (phase["phase_detail"] or phase["phase"]) in DATA_PHASES:
-        return Cause("data_loading", _phase_text(phase))
+        return Cause("data_loading", _phase_text(phase), "timer")
     flags = evidence.flags.between(first, last)
     skipped, nan = sum(r["skipped"] for r in flags), sum(r["nan"] for r in flags)
     if nan:
-        return Cause("nan", f"{plural(nan, 'NaN iteration')} logged in {iterations(first, last)}")
+        return Cause(
+            "nan", f"{plural(nan, 'NaN iteration')} logged in {iterations(first, last)}", "timer"
+        )
     if skipped:
         return Cause(
             "overflow",
             f"{plural(skipped, 'skipped iteration')} (fp16 overflow) logged in "
             f"{iterations(first, last)}",
+            "timer",
         )
     if phase is not None and phase["phase_delta_ms"] > 0:
-        return Cause("phase", _phase_text(phase))
+        return Cause("phase", _phase_text(phase), "timer")
     return Cause("unknown", "no save, evaluation, rank spread, NaN or timer growth logged there")
 
 
@@ -303,10 +518,13 @@ def _phase_text(row: dict[str, object]) -> str:
     return f"{text} at iteration {row['iteration']}, against its run median"
 
 
-def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tuple[EventCost, ...]:
-    """The excess over the pace of records that paid for a printed save or evaluation but were
-    neither warm-up, slow nor inside a sustained slowdown (the first record after the event,
-    in log order: the attempt that printed it)."""
+def _event_costs(
+    analysis: Analysis, table: pl.DataFrame, events: Events, taken: set[tuple[str, int]]
+) -> tuple[EventCost, ...]:
+    """The excess over the pace of records that paid for a recorded save or evaluation but
+    were neither warm-up, slow nor inside a sustained slowdown (the first record after the
+    event, in log order: the attempt that printed it), for the events no slow step or stall
+    was attributed (`taken`: each event is counted once)."""
     pace = analysis.step_time_s.median
     if pace is None:
         return ()
@@ -318,11 +536,14 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
     excluded = {(s.segment, s.iteration) for s in analysis.slow.steps}
     warm = {w.segment: w.last_iteration for w in analysis.warmup if w.last_iteration is not None}
     costs = []
-    for kind, printed in (
-        ("checkpoint_save", events.saves),
-        ("evaluation", events.evaluations),
+    for kind, printed, kinds in (
+        ("checkpoint_save", events.saves, events.save_kinds),
+        ("evaluation", events.evaluations, events.evaluation_kinds),
     ):
         for iteration, line in printed.items():
+            how = kinds.get(iteration, "line")
+            if (kind, iteration) in taken:
+                continue
             payer = recs.filter(
                 (pl.col("first") - 1 <= iteration) & (iteration < pl.col("iteration"))
             ).head(1)
@@ -339,7 +560,7 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
             lost = (rec["step"] - pace) * rec["interval"]
             if lost <= 0 or rec["excess"] <= 0:
                 continue
-            where = f" (line {line})" if line is not None else ""
+            where = f" (line {line})" if line is not None and how == "line" else ""
             costs.append(
                 EventCost(
                     kind=kind,  # type: ignore[arg-type]
@@ -348,6 +569,7 @@ def _event_costs(analysis: Analysis, table: pl.DataFrame, events: Events) -> tup
                     first_iteration=int(rec["first"]),
                     last_iteration=last,
                     lost_s=lost,
+                    evidence_kind=how,  # type: ignore[arg-type]
                     evidence=(
                         f"after the {kind.replace('_', ' ')} at iteration {iteration}{where}, "
                         f"iterations {rec['first']}-{last} ran at "

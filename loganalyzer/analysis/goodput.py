@@ -180,11 +180,10 @@ def budget(
     seconds["restart gaps"] += time.restart_gaps_s
     seconds[PRODUCTIVE] = time.productive_s
     for entry in causes.entries:
-        if entry.entry == "stall":
-            line = LINE_OF_CAUSE.get(entry.cause.kind, "untimed gaps")
-        else:
-            line = LINE_OF_CAUSE.get(entry.cause.kind, "other slow steps")
-        seconds[line] += entry.lost_s
+        rest = "untimed gaps" if entry.entry == "stall" else "other slow steps"
+        # a save and an evaluation the log times apart each get their part
+        for kind, part in entry.cause.split(entry.lost_s):
+            seconds[LINE_OF_CAUSE.get(kind, rest)] += part
     for cost in causes.events:
         seconds[PRODUCTIVE] -= cost.lost_s
         seconds[LINE_OF_CAUSE[cost.kind]] += cost.lost_s

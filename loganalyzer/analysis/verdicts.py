@@ -2,7 +2,17 @@
 
 Codes are part of the JSON contract: scripts match on them, so they never change meaning.
 Messages carry the figures a reader needs to check the verdict by hand. Verdicts come ordered
-by severity (critical first), then in the fixed order of the checks below.
+by severity (critical first), then by the seconds at stake (`lost_s`), then in the fixed order
+of the checks below.
+
+A loss of time is judged by what it cost and how well the logs explain it (`cost_severity`):
+time the run spent on its own work (saves, evaluations, restarts, each with its evidence) is
+a warning above `LOST_SHARE_WARNING` of the logged time; time nothing explains (a cause
+`unknown`, or only a timer's growth) from `UNEXPLAINED_SHARE_WARNING`; either is critical
+above `LOST_SHARE_CRITICAL`. Each loss has one verdict: slow steps and stalls that a save,
+an evaluation, a straggler or the data loader explains are the cause's verdict
+(`levers`), not also SLOW_STEPS, PERIODIC_SLOW_STEPS or STALLS, which say the rest, with the
+cause the causes found (`causes`), so the two never disagree.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import polars as pl
 
 from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.baseline import centred_median, noise_floor
+from loganalyzer.analysis.causes import Cause, Causes
 from loganalyzer.analysis.slow_steps import Sustained
 from loganalyzer.render.numbers import (
     duration,
@@ -41,6 +52,14 @@ DRIFT_THRESHOLD = 0.10
 LOSS_SPIKE_MIN = 0.10
 # Lost time above this share of the logged time turns an info into a warning.
 LOST_SHARE_WARNING = 0.05
+# ... where nothing in the logs explains it, above this share.
+UNEXPLAINED_SHARE_WARNING = 0.01
+# ... and above this share, whatever explains it, a critical.
+LOST_SHARE_CRITICAL = 0.25
+# Causes with their own verdict (`levers`): their time is not said again.
+LEVER_CAUSES = frozenset({"checkpoint_save", "evaluation", "straggler", "data_loading"})
+# Causes that explain a loss by the run's own work or a fault the logs name.
+EXPLAINED = frozenset({*LEVER_CAUSES, "overflow", "nan", "restart"})
 # A per-rank timer whose slowest rank sits this far above the median rank.
 RANK_SPREAD_WARNING = 1.25
 # Published runs within this factor of the run's parameter count count as similar in size.
@@ -64,6 +83,7 @@ class Verdict:
     severity: Severity
     code: str
     message: str
+    lost_s: float | None = None  # the seconds at stake, where the verdict is about time
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,8 @@ class MfuInputs:
     expected_ratio: float | None = None
     low_confidence: str | None = None
     mfu_vs_bf16: float | None = None  # an FP8 run's MFU against the bf16 peak
+    # why the MFU is unknown: (input, option that supplies it or None)
+    missing: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,19 +143,43 @@ def judge(
     table: pl.DataFrame,
     mfu: MfuInputs,
     period_causes: Mapping[int, str] | None = None,
+    causes: Causes | None = None,
 ) -> list[Verdict]:
-    """Every verdict on the run, most severe first. `period_causes` names, per period in
-    iterations, the cause its slow steps were attributed to (see `causes`)."""
+    """Every verdict on the run, most severe first, then costliest. `period_causes` names,
+    per period in iterations, the cause its slow steps were attributed to, `causes` every
+    entry's (see `causes`)."""
+    found = causes or Causes((), (), ())
     verdicts = [
         *_tentative(mfu.low_confidence, [*_mfu_verdicts(mfu), *_tflops_mismatch(mfu)]),
-        *_slow_step_verdicts(analysis, period_causes or {}),
+        *(_mfu_unknown(mfu.missing) if mfu.mfu is None else []),
+        *_slow_step_verdicts(analysis, period_causes or {}, found),
         *_at_slow_steps(analysis, table),
         *_drift(analysis),
         *_restarts(analysis),
-        *_stalls(analysis),
+        *_stalls(analysis, found),
         *_rank_spread(analysis),
     ]
-    return sorted(verdicts, key=lambda v: _SEVERITY_ORDER[v.severity])
+    return sorted(verdicts, key=order)
+
+
+def order(verdict: Verdict) -> tuple[int, float]:
+    """Most severe first, then the most seconds at stake (none known: last)."""
+    return (_SEVERITY_ORDER[verdict.severity], -(verdict.lost_s or 0.0))
+
+
+def cost_severity(lost_s: float, total_s: float, explained: bool) -> Severity:
+    """The severity of `lost_s` seconds out of `total_s`: see the module's docstring."""
+    if total_s <= 0:
+        return "info"
+    share = lost_s / total_s
+    if share > LOST_SHARE_CRITICAL:
+        return "critical"
+    limit = LOST_SHARE_WARNING if explained else UNEXPLAINED_SHARE_WARNING
+    return "warning" if share > limit else "info"
+
+
+def _explained(cause: Cause | None) -> bool:
+    return cause is not None and cause.kind in EXPLAINED
 
 
 def _tentative(reason: str | None, verdicts: list[Verdict]) -> list[Verdict]:
@@ -174,6 +220,30 @@ def _mfu_verdicts(inputs: MfuInputs) -> list[Verdict]:
         )
     verdicts.extend(_against_references(inputs.mfu, inputs))
     return verdicts
+
+
+_INPUTS = {
+    "gpu": "GPU type",
+    "peak": "GPU's peak at its precision",
+    "num_gpus": "GPU count",
+    "steady_step_time": "steady step time",
+    "seq_length": "sequence length",
+    "vocab_size": "vocabulary size",
+    "num_attention_heads": "attention heads",
+    "num_layers": "layer count",
+}
+
+
+def _mfu_unknown(missing: tuple[tuple[str, str | None], ...]) -> list[Verdict]:
+    """MFU unknown, with what the run lacks for it: said, so that a run where nothing could
+    be computed never reads as one where nothing stands out."""
+    if not missing:
+        return []
+    lacks = ", ".join(_INPUTS.get(name, name.replace("_", " ")) for name, _ in missing)
+    options = list(dict.fromkeys(option for _, option in missing if option))
+    passing = f"; pass {' and '.join(options)}" if options else ""
+    message = f"MFU unknown: the run does not give its {lacks}{passing}"
+    return [Verdict("info", "MFU_UNKNOWN", message)]
 
 
 def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
@@ -255,9 +325,8 @@ def _tflops_mismatch(inputs: MfuInputs) -> list[Verdict]:
     return [Verdict("warning", "REPORTED_TFLOPS_MISMATCH", message)]
 
 
-def _lost_severity(lost_s: float, analysis: Analysis) -> Severity:
-    logged = analysis.time.logged_s
-    return "warning" if logged > 0 and lost_s > LOST_SHARE_WARNING * logged else "info"
+def _lost_severity(lost_s: float, analysis: Analysis, explained: bool = True) -> Severity:
+    return cost_severity(lost_s, analysis.time.logged_s + analysis.time.stalls_s, explained)
 
 
 def _share(lost_s: float, analysis: Analysis) -> str:
@@ -265,13 +334,27 @@ def _share(lost_s: float, analysis: Analysis) -> str:
     return f"{percent(lost_s / logged)} of the logged {duration(logged)}" if logged > 0 else ""
 
 
-def _slow_step_verdicts(analysis: Analysis, period_causes: Mapping[int, str]) -> list[Verdict]:
+def _slow_step_verdicts(
+    analysis: Analysis, period_causes: Mapping[int, str], causes: Causes
+) -> list[Verdict]:
     slow = analysis.slow
     verdicts = []
-    spikes = [s for s in slow.steps if s.kind in ("spike", "stall")]
+
+    def cause_of(first: int, last: int, segment: int) -> Cause | None:
+        return causes.for_range(segment, first, last)
+
+    spikes = [
+        (s, cause_of(s.first_iteration, s.last_iteration, s.segment))
+        for s in slow.steps
+        if s.kind in ("spike", "stall")
+    ]
+    # the slow steps a save, an evaluation, a straggler or the data loader explains have the
+    # cause's own verdict
+    spikes = [(s, c) for s, c in spikes if c is None or c.kind not in LEVER_CAUSES]
     if spikes:
-        lost = sum(s.lost_s for s in spikes)
-        worst = max(spikes, key=lambda s: (s.lost_s, -s.iteration))
+        lost = sum(s.lost_s for s, _ in spikes)
+        unexplained = sum(s.lost_s for s, c in spikes if not _explained(c))
+        worst, cause = max(spikes, key=lambda sc: (sc[0].lost_s, -sc[0].iteration))
         span = iterations(worst.first_iteration, worst.last_iteration)
         took = "averaged" if worst.interval > 1 else "took"
         message = (
@@ -280,31 +363,60 @@ def _slow_step_verdicts(analysis: Analysis, period_causes: Mapping[int, str]) ->
             f"{seconds(worst.step_time_s)} against {seconds(worst.baseline_s)} "
             f"({ratio(worst.ratio)}): {duration(worst.lost_s)} lost"
         )
-        if worst.kind == "stall":
+        if cause is not None and cause.kind != "unknown":
+            message += f", {cause.kind.replace('_', ' ')}: {cause.evidence}"
+        elif worst.kind == "stall":
             message += (
                 f", most likely one iteration that stalled for {duration(worst.lost_s)} rather "
-                f"than {worst.interval} slow ones"
+                f"than {worst.interval} slow ones; nothing in the logs says why"
             )
-        verdicts.append(Verdict(_lost_severity(lost, analysis), "SLOW_STEPS", message))
+        else:
+            message += "; nothing in the logs says why"
+        severity = max(
+            _lost_severity(unexplained, analysis, explained=False),
+            _lost_severity(lost, analysis),
+            key=lambda s: -_SEVERITY_ORDER[s],
+        )
+        verdicts.append(Verdict(severity, "SLOW_STEPS", message, lost))
     for pattern in slow.periodic:
+        named = period_causes.get(pattern.period_iterations)
+        members = [
+            (s, cause_of(s.first_iteration, s.last_iteration, s.segment))
+            for s in slow.steps
+            if s.period_iterations == pattern.period_iterations
+        ]
+        # the members a save or an evaluation explains are its own verdict's
+        rest = [s for s, c in members if c is None or c.kind not in LEVER_CAUSES]
+        if members and not rest:
+            continue
+        lost = sum(s.lost_s for s in rest) if members else pattern.lost_s
+        others = len(members) - len(rest)
+        which = plural(
+            others, "of them is a save or an evaluation", "of them are saves or evaluations"
+        )
+        said = f"; {which}, said in its own verdict" if others else ""
         message = (
             f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
             f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
             f"{ratio(pattern.median_ratio)} the baseline), "
-            f"{period_causes.get(pattern.period_iterations, _USUAL_PERIODIC)}; "
-            f"they cost {duration(pattern.lost_s)} ({_share(pattern.lost_s, analysis)})"
+            f"{named or _USUAL_PERIODIC}{said}; "
+            f"{'the rest cost' if others else 'they cost'} {duration(lost)} "
+            f"({_share(lost, analysis)})"
         )
-        severity = _lost_severity(pattern.lost_s, analysis)
-        verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message))
+        severity = _lost_severity(lost, analysis, explained=named is not None)
+        verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message, lost))
     for event in slow.sustained:
+        cause = cause_of(event.start_iteration, event.end_iteration, event.segment)
+        if cause is not None and cause.kind in LEVER_CAUSES:
+            continue  # the straggler's or the data loader's own verdict says it
         message = (
             f"{iterations(event.start_iteration, event.end_iteration)}{_records(event)} ran at "
             f"{seconds(event.step_time_s)} per iteration, {ratio(event.factor)} the pace of "
             f"{seconds(event.baseline_s)}, for {plural(event.iterations, 'iteration')}: "
             f"{duration(event.lost_s)} lost ({_share(event.lost_s, analysis)})"
         )
-        severity = _lost_severity(event.lost_s, analysis)
-        verdicts.append(Verdict(severity, "SUSTAINED_SLOWDOWN", message))
+        severity = _lost_severity(event.lost_s, analysis, explained=_explained(cause))
+        verdicts.append(Verdict(severity, "SUSTAINED_SLOWDOWN", message, event.lost_s))
     return verdicts
 
 
@@ -408,21 +520,30 @@ def _restarts(analysis: Analysis) -> list[Verdict]:
         f"{plural(redone, 'redone iteration')} ({duration(sum(r.redone_s for r in restarts))} "
         f"at the steady pace of {seconds(analysis.step_time_s.median)})"
     )
-    return [Verdict(_lost_severity(lost, analysis), "RESTARTS_LOST_TIME", message)]
+    return [Verdict(_lost_severity(lost, analysis), "RESTARTS_LOST_TIME", message, lost)]
 
 
-def _stalls(analysis: Analysis) -> list[Verdict]:
-    stalls = analysis.stalls
+def _stalls(analysis: Analysis, causes: Causes) -> list[Verdict]:
+    """The stalls no save, evaluation, straggler or data loader explains (those are their
+    cause's verdict)."""
+    stalls = [
+        s
+        for s in analysis.stalls
+        if (c := causes.for_stall(s.segment, s.iteration)) is None or c.kind not in LEVER_CAUSES
+    ]
     if not stalls:
         return []
     longest = max(stalls, key=lambda s: (s.gap_s, -s.iteration))
+    lost = sum(s.gap_s for s in stalls)
+    explained = len(analysis.stalls) - len(stalls)
+    others = f" ({explained} more explained by their causes)" if explained else ""
     message = (
-        f"{plural(len(stalls), 'stall')} inside a run segment added "
-        f"{duration(analysis.time.stalls_s)} "
-        f"that the step times do not show; the longest, {duration(longest.gap_s)}, came between "
-        f"iterations {longest.after_iteration} and {longest.iteration}"
+        f"{plural(len(stalls), 'stall')} inside a run segment{others} added {duration(lost)} "
+        f"that the step times do not show and nothing in the logs explains; the longest, "
+        f"{duration(longest.gap_s)}, came between iterations {longest.after_iteration} and "
+        f"{longest.iteration}"
     )
-    return [Verdict("warning", "STALLS", message)]
+    return [Verdict(_lost_severity(lost, analysis, explained=False), "STALLS", message, lost)]
 
 
 def _rank_spread(analysis: Analysis) -> list[Verdict]:

@@ -179,6 +179,33 @@ _SHAPE_FLAGS = {
 }
 
 
+def missing_for_mfu(
+    facts: RunFacts, efficiency: Efficiency, steady_step_s: float | None
+) -> list[dict[str, str | None]]:
+    """Why the steady MFU is unknown: each input the run lacks (`input`, as the run's facts
+    name it) and the option that supplies it (`option`, None where no option can: a run
+    without a steady timed record); empty when the MFU is known."""
+    if efficiency.mfu is not None:
+        return []
+    missing: list[tuple[str, str | None]] = []
+    if efficiency.flops is None:
+        if facts.global_batch_size is None:
+            missing.append(("global_batch_size", "--global-batch-size"))
+        known = {**dataclasses.asdict(facts.shape), "vocab_size": facts.shape.vocab}
+        shape = [(name, flag) for name, flag in _SHAPE_FLAGS.items() if known[name] is None]
+        # several facts of the shape: a preset or config.json gives them all at once
+        missing += shape if len(shape) == 1 else [(name, "--model") for name, _ in shape]
+        if facts.global_batch_size is not None and not shape:
+            missing.append(("model_shape", "--model"))
+    if efficiency.peak is None:
+        missing.append(("gpu", "--gpu") if facts.gpu is None else ("peak", "--peak-tflops"))
+    if not facts.num_gpus:
+        missing.append(("num_gpus", "--num-gpus"))
+    if not steady_step_s:
+        missing.append(("steady_step_time", None))
+    return [{"input": name, "option": option} for name, option in missing]
+
+
 def _missing_shape(shape: ModelShape, run: Run) -> list[str]:
     """Which model facts the run lacks, and the flags that supply them (said here because
     without a batch size the FLOPs engine stops before looking at the shape)."""

@@ -19,7 +19,7 @@ from loganalyzer.render.numbers import (
     ratio,
     seconds,
 )
-from loganalyzer.render.why import render_why
+from loganalyzer.render.why import render_why, unknown_mfu
 
 # An evidence line is cut here in the terminal (the JSON has it whole, up to its limit).
 EVIDENCE_WIDTH = 300
@@ -130,7 +130,7 @@ def _iterations_section(doc: dict[str, Any]) -> list[str]:
 
 def _mfu(flops: dict[str, Any]) -> list[tuple[str, str]]:
     if all(flops.get(k) is None for k in ("mfu", "mfu_overall", "mfu_goodput")):
-        return [("MFU", f"{UNKNOWN} (see warnings)")]
+        return [("MFU", unknown_mfu(flops, None))]
     rows = [("MFU", f"{percent(flops['mfu'])} at the steady pace")]
     rows.append(("", f"{percent(flops['mfu_overall'])} over all logged step time"))
     if "mfu_goodput" in flops:
@@ -162,7 +162,8 @@ def _efficiency_section(doc: dict[str, Any]) -> list[str]:
             ("HFU", percent(flops["hfu"])),
         ]
     else:
-        rows.append(("recomputed", f"{UNKNOWN} (see warnings)"))
+        peak_tflops = peak.get("tflops_per_gpu") if isinstance(peak, dict) else None
+        rows.append(("MFU", unknown_mfu(flops, peak_tflops)))
     rows.append(("reported TFLOPS/GPU", number(reported["tflops_per_gpu"], ".1f")))
     if reported.get("mfu") is not None:
         rows.append(("reported MFU", percent(reported["mfu"])))

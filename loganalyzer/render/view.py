@@ -52,6 +52,7 @@ from loganalyzer.render.viewmodel import (
     Waterfall,
     WaterfallStep,
 )
+from loganalyzer.render.why import unknown_mfu
 from loganalyzer.secrets import mask_text, mask_value, planted_secrets, run_secrets
 
 # Slow steps listed in the table; the rest are counted ("N more").
@@ -222,7 +223,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     wall = _float(_get(doc, "goodput", "wall_s"))
     lost = _lost_seconds(doc)
     peak = _float(_get(doc, "peak", "tflops_per_gpu"))
-    unknown_mfu = "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
+    unknown = unknown_mfu(flops, peak)
     printed = _float(_get(doc, "reported", "tflops_per_gpu"))
     ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
     band = _reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak)
@@ -230,7 +231,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
         Figure(
             "mfu",
             "MFU (steady)",
-            percent(mfu) if mfu is not None else unknown_mfu,
+            percent(mfu) if mfu is not None else unknown,
             mfu,
             _severity("mfu", verdicts),
             f"overall {percent(flops.get('mfu_overall'))}" + (f"; {band.label}" if band else ""),

@@ -11,6 +11,19 @@ from loganalyzer.render.numbers import TIMES, duration, number, percent
 LISTED = 5
 
 
+def unknown_mfu(flops: dict[str, Any], peak: float | None) -> str:
+    """What is said of an unknown MFU: the inputs the document says are missing
+    (`flops.mfu_missing`), and the options that supply them."""
+    missing = flops.get("mfu_missing")
+    if not isinstance(missing, list):  # a document before `mfu_missing`
+        return "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
+    options = [str(m["option"]) for m in missing if m.get("option")]
+    if options:
+        return f"unknown: pass {' and '.join(dict.fromkeys(options))}"
+    names = [str(m.get("input", "")).replace("_", " ") for m in missing]
+    return f"unknown: no {', '.join(names)}" if names else "unknown (see warnings)"
+
+
 def render_why(doc: dict[str, Any]) -> list[str]:
     """The sections, each preceded by a blank line; nothing for a document without them."""
     lines: list[str] = []
