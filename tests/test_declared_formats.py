@@ -72,7 +72,13 @@ def test_nanogpt_iter_lines_and_the_mfu_placeholder() -> None:
     # https://github.com/karpathy/nanoGPT/issues/178: `iter 0: loss 4.2648, time 9371.81ms,
     # mfu -100.00%` (running_mfu is -1.0 until the fifth step), then 16.68% ...
     document = summary(str(FIXTURES / "nanogpt" / "shakespeare_mfu.log"))
-    assert document["iterations"] == {"logged": 25, "first": 0, "last": 240, "segments": 1}
+    assert document["iterations"] == {
+        "logged": 25,
+        "first": 0,
+        "last": 240,
+        "segments": 1,
+        "covered": 241,
+    }
     assert document["step_time_s"]["min"] == pytest.approx(0.89275)
     assert document["step_time_s"]["max"] == pytest.approx(9.37181)
     assert any("1 records print mfu -100" in w for w in document["warnings"])

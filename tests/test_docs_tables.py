@@ -25,7 +25,8 @@ def formats_markdown() -> str:
     lines = ["| parser | reads | tested on |", "|---|---|---|"]
     for row in listed:
         tested = ", ".join(row["tested_on"]) or "—"
-        lines.append(f"| `{row['name']}` | {row['description']} | {tested} |")
+        cells = (f"`{row['name']}`", row["description"], tested)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
