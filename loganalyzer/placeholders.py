@@ -2,8 +2,10 @@
 
 Megatron-DeepSpeed under DeepSpeed's engine prints `loss scale: -1.0` and `grad norm: 0.000`
 on every iteration line: the engine owns the scale and the clipping, and Megatron's own
-fields are left at their defaults (`bigscience-workshop/Megatron-DeepSpeed`
-`megatron/training.py`, as quoted in the shared `logs/FORMATS.md` §2). Drawn or analysed,
+fields are left at their defaults (the shared `logs/FORMATS.md` §2a, on
+microsoft/Megatron-DeepSpeed `megatron/training.py`: "Under DeepSpeed pipeline engine
+`grad norm: 0.000` and `loss scale: -1.0`/absent can appear (engine owns them)"; the
+BigScience 3D ds-on log prints them on all its lines). Drawn or analysed,
 they become a loss scale of -1 and a gradient that never moved. The rules are the values'
 own, whatever the framework: a loss scale is positive, and grad norms that are all exactly
 zero were not computed. Such values are removed from the run's table (null: unknown) and a
