@@ -113,8 +113,22 @@ def _write(run: Run, frame: pl.LazyFrame, output: Path, kind: str) -> tuple[int,
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
     except pl.exceptions.ComputeError as exc:  # how polars' parquet sink reports a full disk
-        raise InputError(f"{output}: cannot write ({exc})") from exc
+        raise InputError(f"{output}: cannot write ({_os_reason(output) or exc})") from exc
     return rows, config_path
+
+
+def _os_reason(output: Path) -> str | None:
+    """Why the system refused a write to `output`, where polars names only the part of the
+    file it was writing (a full device met at the Parquet footer reads "Invalid thrift:
+    transport error"): one byte appended to the file the table left unfinished, and the
+    error the system gives, if any."""
+    try:
+        with output.open("ab") as file:
+            file.write(b"\0")
+            file.flush()
+    except OSError as exc:
+        return exc.strerror
+    return None
 
 
 def _sink(frame: pl.LazyFrame, output: Path, kind: str) -> int:
