@@ -145,10 +145,11 @@ def _inputs(
     peak = efficiency.peak["tflops_per_gpu"] if efficiency.peak else None
     peak = peak if isinstance(peak, (int, float)) else None
     mfu, source = efficiency.mfu, "recomputed FLOPs at the steady pace"
+    name = "steady MFU"
     reported = efficiency.reported_tflops_per_gpu
     if mfu is None and reported is not None and peak:
-        mfu = reported / peak
-        source = "the framework's printed TFLOPS/GPU over the peak, with its own FLOP count"
+        mfu, name = reported / peak, "framework MFU"
+        source = "its printed TFLOPS/GPU over the peak, with its own FLOP count"
     median = analysis.step_time_s.median
     return waterfall.Inputs(
         mfu=mfu,
@@ -162,6 +163,7 @@ def _inputs(
         goodput_mfu=mfu_goodput(analysis, efficiency, facts, goodput),
         timers=shares,
         hang_s=goodput.hang.seconds if goodput.hang and goodput.hang.seconds else 0.0,
+        mfu_name=name,
     )
 
 

@@ -25,7 +25,7 @@ from datetime import datetime
 
 import polars as pl
 
-from loganalyzer.merge import order_key
+from loganalyzer.merge import order_key, shown
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, ConfigValue, Endings, Run
 from loganalyzer.render.numbers import iterations, plural
 
@@ -93,7 +93,7 @@ def split_parts(run: Run) -> list[Run]:
 def _differing(stated: dict[str, ConfigValue], used: dict[str, ConfigValue]) -> list[str]:
     """Warnings for the facts a resumed launch stated otherwise than the run's first."""
     return [
-        f"{value.provenance}: {key} = {value.value} differs from {used[key].value} "
+        f"{value.provenance}: {key} = {shown(value.value)} differs from {shown(used[key].value)} "
         f"({used[key].provenance}); the first is used"
         for key, value in stated.items()
         if key in used and used[key].value != value.value

@@ -12,6 +12,7 @@ from loganalyzer.errors import InputError, SeveralRunsError
 from loganalyzer.identity import describe_runs, group_runs, split_parts
 from loganalyzer.merge import merge_runs
 from loganalyzer.model import Run, validate_run
+from loganalyzer.placeholders import without_placeholders
 from loganalyzer.readfiles import FileTask, read_files
 from loganalyzer.registry import Registry, choose_uri, uri_readers
 from loganalyzer.sources import expand_sources
@@ -101,7 +102,7 @@ def load_runs(
     parts = [part for run in combine_views(runs) for part in split_parts(run)]
     loaded = []
     for grouped in group_runs(parts):
-        run = merge_runs(grouped)
+        run = without_placeholders(merge_runs(grouped))
         validate_run(run)
         loaded.append(Loaded(run, ignored, read_along))
     return loaded

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 import polars as pl
 
 from loganalyzer.model import MODEL_FACTS, RUN_FACTS, ConfigValue, Endings, Run, single_values
+from loganalyzer.render.escape import terminal_safe
 from loganalyzer.spill import budget_bytes, concat
+
+
+def shown(value: object) -> str:
+    """A log's value as a warning quotes it: control characters escaped (`\\x1b`), so that no
+    output (the JSON's strings, the page, the terminal) carries a byte that acts on a screen."""
+    return terminal_safe(str(value))
+
 
 # A record is the same record when all of these agree (copies printed by several ranks).
 RECORD_IDENTITY = ["iteration", "step_time_s", "loss", "lr", "timestamp", "reported_tflops_per_gpu"]
@@ -78,8 +86,8 @@ def merge_runs(runs: Sequence[Run]) -> Run:
                 config[key] = value
             elif config[key].value != value.value and key in (*MODEL_FACTS, *RUN_FACTS):
                 warnings.append(
-                    f"{value.provenance}: {key} = {value.value} differs from "
-                    f"{config[key].value} ({config[key].provenance}); the first is used"
+                    f"{value.provenance}: {key} = {shown(value.value)} differs from "
+                    f"{shown(config[key].value)} ({config[key].provenance}); the first is used"
                 )
     frameworks = sorted({run.framework for run in ordered})
     return Run(

@@ -130,6 +130,13 @@ class SourceInfo:
     # its pace by less than this, and the pace of such a source comes from its cumulative
     # clock over many steps rather than from the median of quantised differences.
     clock_resolution_s: float | None = None
+    # What the `line` of this source's records counts: the lines of a text log, or the
+    # records of a binary store (a TensorBoard event file, a W&B transaction log), which have
+    # no lines to quote; there a record is found by its index, its tag and its step.
+    unit: Literal["line", "record"] = "line"
+    # In a binary store, the tag each column of the per-iteration table was read from
+    # (`step_time_s` -> `iteration-time`), for the evidence to name it.
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

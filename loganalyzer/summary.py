@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from loganalyzer import __version__
@@ -186,14 +187,22 @@ def build_summary(
     )
     # Megatron's text lines leave a NaN loss out (its parser: "megatron", both families)
     left_out = [s.path for s in run.sources if s.format == "megatron"]
+    units = {s.path: s.unit for s in run.sources}
     incidents = find_incidents(run.table, left_out)
     verdicts += judge_incidents(incidents, analysis.iterations, analysis.last_iteration)
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,
-        "outcome": _outcome(outcome, facts.num_gpus),
+        "outcome": _outcome(outcome, facts.num_gpus, units),
         "sources": [
-            {"path": s.path, "format": s.format, "records": s.records} for s in run.sources
+            {
+                "path": s.path,
+                "format": s.format,
+                "records": s.records,
+                "unit": s.unit,
+                "tags": dict(s.tags),
+            }
+            for s in run.sources
         ],
         "clocks": [dataclasses.asdict(clock) for clock in analysis.clocks],
         "ignored": [dataclasses.asdict(skipped) for skipped in loaded.ignored],
@@ -242,7 +251,7 @@ def build_summary(
         "restarts": [
             {
                 **dataclasses.asdict(r),
-                "previous_outcome": _outcome(launches[r.segment], facts.num_gpus)
+                "previous_outcome": _outcome(launches[r.segment], facts.num_gpus, units)
                 if r.segment in launches
                 else None,
             }
@@ -255,7 +264,7 @@ def build_summary(
         **why.objects,
         "invariants": invariants,
         "verdicts": _by_severity(
-            [{**ending_verdict(outcome, facts.num_gpus), "lost_s": _held_s(why.goodput)}]
+            [{**ending_verdict(outcome, facts.num_gpus, units), "lost_s": _held_s(why.goodput)}]
             + [dataclasses.asdict(v) for v in verdicts]
             + why.verdicts,
             facts.num_gpus,
@@ -267,10 +276,15 @@ def build_summary(
     return safe
 
 
-def _outcome(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+def _outcome(
+    outcome: Outcome, num_gpus: int | None, units: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The `outcome` object: the dataclass, its message cut and its GPU-hours held while
-    hung (null unless both the hang and the GPU count are known)."""
+    hung (null unless both the hang and the GPU count are known); each evidence item says
+    what its `line` counts (`unit`: a record of a binary store is no line)."""
     document = dataclasses.asdict(outcome)
+    for item in document.get("evidence") or ():
+        item["unit"] = (units or {}).get(item["file"], "line")
     document["hang_gpu_hours"] = (
         outcome.hang_s * num_gpus / 3600
         if outcome.status == "hung" and outcome.hang_s is not None and num_gpus
@@ -279,14 +293,16 @@ def _outcome(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
     return document
 
 
-def ending_verdict(outcome: Outcome, num_gpus: int | None) -> dict[str, Any]:
+def ending_verdict(
+    outcome: Outcome, num_gpus: int | None, units: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The verdict on the ending: critical for a crash or a hang, a warning for a kill or
     an ending the log does not say, info for a completed or cleanly stopped run."""
     severity = ENDING_SEVERITY[outcome.status]
     return {
         "severity": severity,
         "code": f"ENDING_{outcome.status.upper()}",
-        "message": ending_sentence(_outcome(outcome, num_gpus)),
+        "message": ending_sentence(_outcome(outcome, num_gpus, units)),
     }
 
 

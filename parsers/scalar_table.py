@@ -53,6 +53,8 @@ class Tables:
     framework: str | None
     warnings: list[str] = field(default_factory=list)
     step_time_source: str | None = None
+    # the tag each column of the per-iteration table was read from (the first, by name)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 class Unknown(Enum):
@@ -272,7 +274,11 @@ class TableBuilder:
                 f" logged; {metrics.height} values of other names are in the long table"
             )
         names = sorted(self.names)
-        return Tables(table, metrics, framework_of(names), warnings, step_time_source)
+        tags: dict[str, str] = {}
+        for name in sorted(self.names):
+            if name in COLUMNS:
+                tags.setdefault(COLUMNS[name][0], name)
+        return Tables(table, metrics, framework_of(names), warnings, step_time_source, tags)
 
     def _table(self, batch: int | None, warnings: list[str]) -> tuple[pl.DataFrame, str | None]:
         """One row per (segment, iteration) that logged a mapped name or a step-time part."""

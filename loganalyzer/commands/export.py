@@ -8,17 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from loganalyzer.commands.options import (
-    format_option,
-    quiet_option,
-    refresh_option,
-    run_option,
-    split_runs_option,
-)
-from loganalyzer.commands.runs import choose_runs, run_output
+from loganalyzer.commands.analysed import Settings, analysis_options, summarise
+from loganalyzer.commands.options import run_option, split_runs_option
+from loganalyzer.commands.runs import run_output
 from loganalyzer.errors import InputError, UsageProblem
-from loganalyzer.secrets import mask_frame, mask_secrets, mask_text, mask_value, run_secrets
-from loganalyzer.terminal import echo, warn
+from loganalyzer.secrets import mask_frame, mask_text, mask_value, run_secrets
+from loganalyzer.terminal import echo
 
 if TYPE_CHECKING:  # polars loads with the command, not with `--help`
     import polars as pl
@@ -48,9 +43,7 @@ FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "
 )
 @split_runs_option("export each, to OUTPUT's name + -runN (steps-run2.csv)")
 @run_option
-@format_option
-@quiet_option
-@refresh_option
+@analysis_options
 def export(
     sources: tuple[str, ...],
     output: Path,
@@ -58,15 +51,16 @@ def export(
     metrics: bool,
     split_runs: bool,
     run_number: int | None,
-    forced_format: str | None,
-    quiet: bool,
-    refresh: bool,
+    settings: Settings,
 ) -> None:
     """Write a run's per-iteration table (or, with --metrics, its long metrics table) to
     Parquet, CSV or JSON lines, with the data model's columns in order; the config, each
-    value with its provenance, goes beside it as OUTPUT's name + .config.json. Sources that
-    hold several runs are refused with the runs listed (exit 1): pick one with --run N, or
-    export each with --split-runs.
+    value with its provenance, goes beside it as OUTPUT's name + .config.json. The
+    per-iteration table ends with what the report draws of each record, as the summary
+    works it out (the model and hardware options as for `summary`): tflops_per_gpu and mfu
+    at the record's own step time, slow_kind and cause of the slow step it is in, warmup.
+    Sources that hold several runs are refused with the runs listed (exit 1): pick one with
+    --run N, or export each with --split-runs.
 
     \b
     Examples:
@@ -81,45 +75,60 @@ def export(
             f"{output}: cannot tell the format from the extension; name it .parquet, .csv or "
             ".jsonl, or pass --to"
         )
-    from loganalyzer.commands.analysed import load_sources
+    from loganalyzer.analysis.per_record import per_record
     from loganalyzer.identity import describe_runs
 
-    runs = choose_runs(
-        load_sources(sources, forced_format, quiet, refresh),
+    summarised = summarise(
         sources,
+        settings,
         split_runs,
         run_number,
         hint="Pick one with --run N, or export each with --split-runs.",
     )
-    described = describe_runs([loaded.run for loaded in runs])
-    for number, loaded in enumerate(runs, 1):
-        path = run_output(output, number, len(runs))
-        rows, config_path = _write(loaded.run, path, kind, metrics)
-        if not quiet:
-            planted = run_secrets(loaded.run)
-            for warning in dict.fromkeys(loaded.run.warnings):  # what reading it skipped
-                warn(mask_secrets(warning, planted=planted))
-            which = f": run {number} of {len(runs)}, {described[number - 1]}" if split_runs else ""
-            echo(f"wrote {path} ({rows} rows) and {config_path}{which}", err=True)
+    described = describe_runs([loaded.run for loaded, _ in summarised])
+    for number, (loaded, document) in enumerate(summarised, 1):
+        path = run_output(output, number, len(summarised))
+        run = loaded.run
+        frame = run.metrics.lazy() if metrics else per_record(run.table.lazy(), document)
+        rows, config_path = _write(run, frame, path, kind)
+        if not settings.quiet:
+            which = f": run {number} of {len(summarised)}, {described[number - 1]}"
+            echo(
+                f"wrote {path} ({rows} rows) and {config_path}{which if split_runs else ''}",
+                err=True,
+            )
 
 
-def _write(run: Run, output: Path, kind: str, metrics: bool) -> tuple[int, Path]:
-    """The run's table (or metrics table) as `kind`, its config beside it; the rows written
-    and the config's path."""
-    frame = run.metrics if metrics else run.table
+def _write(run: Run, frame: pl.LazyFrame, output: Path, kind: str) -> tuple[int, Path]:
+    """`frame` (the run's table or metrics table) as `kind`, the run's config beside it; the
+    rows written and the config's path."""
     config_path = output.with_name(output.name + ".config.json")
     import polars as pl
 
     planted = run_secrets(run)
     try:
         # streamed: a spilled table is never held; its paths and metric names masked
-        rows = _sink(mask_frame(frame.lazy(), planted).lazy(), output, kind)
+        rows = _sink(mask_frame(frame, planted).lazy(), output, kind)
         config_path.write_text(json.dumps(config_document(run), indent=2, default=str) + "\n")
     except OSError as exc:
         raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
     except pl.exceptions.ComputeError as exc:  # how polars' parquet sink reports a full disk
-        raise InputError(f"{output}: cannot write ({exc})") from exc
+        raise InputError(f"{output}: cannot write ({_os_reason(output) or exc})") from exc
     return rows, config_path
+
+
+def _os_reason(output: Path) -> str | None:
+    """Why the system refused a write to `output`, where polars names only the part of the
+    file it was writing (a full device met at the Parquet footer reads "Invalid thrift:
+    transport error"): one byte appended to the file the table left unfinished, and the
+    error the system gives, if any."""
+    try:
+        with output.open("ab") as file:
+            file.write(b"\0")
+            file.flush()
+    except OSError as exc:
+        return exc.strerror
+    return None
 
 
 def _sink(frame: pl.LazyFrame, output: Path, kind: str) -> int:

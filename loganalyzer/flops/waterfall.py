@@ -18,8 +18,8 @@ exactly. A step is listed only where the run's facts allow it:
    its GPUs after its last progress: the wall clock reaches the ending): goodput MFU (unique
    iterations over the wall clock) over overall MFU.
 
-When the model shape is unknown but the framework printed its TFLOPS, the steady MFU is the
-printed figure over the peak, labelled as such.
+When the model shape is unknown but the framework printed its TFLOPS, the waterfall ends at
+the framework's MFU (the printed figure over the peak), named so: the steady MFU is unknown.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ class Inputs:
     goodput_mfu: float | None
     timers: pl.DataFrame = field(default_factory=pl.DataFrame)
     hang_s: float = 0.0  # the budget's hang before the ending, which the last step includes
+    # what `mfu` is: the steady MFU recomputed here, or the framework's own figure (its
+    # printed TFLOPS over the peak, its FLOP count), which is never called the steady MFU
+    mfu_name: str = "steady MFU"
 
 
 @dataclass(frozen=True)
@@ -158,9 +161,10 @@ def build(inputs: Inputs) -> Waterfall:
         notes.append(
             "the measured shares overlap (timers that run concurrently): the remainder exceeds 1"
         )
-    add("kernel efficiency and everything unmeasured", "steady MFU / value before", {}, residual)
+    name = inputs.mfu_name
+    add("kernel efficiency and everything unmeasured", f"{name} / value before", {}, residual)
     steps[-1] = _exact(steps[-1], inputs.mfu)
-    value, label = inputs.mfu, f"steady MFU ({inputs.mfu_source})"
+    value, label = inputs.mfu, f"{name} ({inputs.mfu_source})"
     if inputs.mfu_overall is not None:
         add(
             "slow steps, warm-up, stalls and noise",

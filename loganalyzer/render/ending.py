@@ -120,12 +120,26 @@ def _others(outcome: Mapping[str, Any]) -> str:
 
 def _at_line(outcome: Mapping[str, Any]) -> str:
     evidence = outcome.get("evidence") or []
-    return f", line {evidence[0]['line']:,}" if evidence else ""
+    return f", {_unit(evidence[0])} {evidence[0]['line']:,}" if evidence else ""
 
 
 def _line(outcome: Mapping[str, Any]) -> str:
     evidence = outcome.get("evidence") or []
-    return f" (line {evidence[0]['line']:,})" if evidence else ""
+    return f" ({_unit(evidence[0])} {evidence[0]['line']:,})" if evidence else ""
+
+
+def _unit(item: Mapping[str, Any]) -> str:
+    """What an evidence item's `line` counts: a line of a text log, or a record of a binary
+    store (TensorBoard, W&B), which has no lines."""
+    return "record" if item.get("unit") == "record" else "line"
+
+
+def evidence_location(item: Mapping[str, Any], grouped: bool = True) -> str:
+    """`file:line`, or `file: record N` in a binary store (`grouped`: 1,234)."""
+    number = f"{item['line']:,}" if grouped else str(item["line"])
+    if _unit(item) == "record":
+        return f"{item['file']}: record {number}"
+    return f"{item['file']}:{number}"
 
 
 # What an evidence line without its text is (the table holds no line text).
@@ -141,7 +155,7 @@ def evidence_text(item: Mapping[str, Any]) -> str:
 def evidence_lines(outcome: Mapping[str, Any]) -> list[str]:
     """The lines the outcome rests on: `file:line: text`, the deciding one first."""
     return [
-        f"{item['file']}:{item['line']}: {evidence_text(item)}"
+        f"{evidence_location(item, grouped=False)}: {evidence_text(item)}"
         for item in outcome.get("evidence") or []
     ]
 

@@ -8,6 +8,7 @@ from loganalyzer.render.clip import clip
 from loganalyzer.render.clocks import pace_label
 from loganalyzer.render.ending import ending_sentence, evidence_lines, restart_sentence
 from loganalyzer.render.escape import terminal_safe
+from loganalyzer.render.loglines import location
 from loganalyzer.render.numbers import (
     TIMES,
     UNKNOWN,
@@ -23,6 +24,8 @@ from loganalyzer.render.why import render_why, unknown_mfu
 
 # An evidence line is cut here in the terminal (the JSON has it whole, up to its limit).
 EVIDENCE_WIDTH = 300
+# The slow steps the terminal lists, those that lost the most time.
+SLOW_LISTED = 5
 
 
 def _rows(rows: list[tuple[str, str]]) -> list[str]:
@@ -211,7 +214,9 @@ def _time_section(doc: dict[str, Any]) -> list[str]:
             if any(s["kind"] == kind for s in slow)
         )
         lines.append(f"  slow steps: {kinds}")
-        for step in sorted(slow, key=lambda s: -s["lost_s"])[:5]:
+        if len(slow) > SLOW_LISTED:
+            lines.append(f"  {SLOW_LISTED} slowest of {len(slow)} (the JSON has them all):")
+        for step in sorted(slow, key=lambda s: -s["lost_s"])[:SLOW_LISTED]:
             lines.append(f"    {_slow_step(step)}")
     for restart in doc["restarts"]:
         gap = duration(restart["gap_s"]) if restart["gap_s"] is not None else UNKNOWN
@@ -231,7 +236,7 @@ def _incidents_section(doc: dict[str, Any]) -> list[str]:
         span = iterations(incident["first_iteration"], incident["last_iteration"])
         evidence = incident.get("evidence") or {}
         where = (
-            f" ({evidence['file']}:{evidence['line']})"
+            f" ({location(doc, evidence['file'], evidence['line'], *_step_and_tag(incident))})"
             if evidence.get("file") and evidence.get("line") is not None
             else ""
         )
@@ -242,6 +247,11 @@ def _incidents_section(doc: dict[str, Any]) -> list[str]:
 
 
 _INCIDENTS_LISTED = 10
+
+
+def _step_and_tag(incident: dict[str, Any]) -> tuple[object, str | None]:
+    """The step an incident's evidence is at and the column it measured (for its tag)."""
+    return (incident.get("evidence") or {}).get("iteration"), incident.get("metric")
 
 
 def _incident_size(incident: dict[str, Any]) -> str:

@@ -24,11 +24,12 @@ from loganalyzer.render.clocks import pace_legend, pace_note
 from loganalyzer.render.ending import (
     chart_label,
     ending_sentence,
+    evidence_location,
     evidence_text,
     launch_ending,
     restart_sentence,
 )
-from loganalyzer.render.loglines import read_lines
+from loganalyzer.render.loglines import location, read_lines, record_sources
 from loganalyzer.render.numbers import TIMES, UNKNOWN, duration, number, percent, plural
 from loganalyzer.render.viewmodel import (
     BudgetPart,
@@ -156,7 +157,7 @@ def ending_view(doc: Mapping[str, Any]) -> Ending | None:
         severity=ENDING_SEVERITY.get(status, "info"),
         sentence=ending_sentence(outcome),
         evidence=tuple(
-            Row((str(e["role"]).replace("_", " "), f"{e['file']}:{e['line']:,}", evidence_text(e)))
+            Row((str(e["role"]).replace("_", " "), evidence_location(e), evidence_text(e)))
             for e in outcome.get("evidence") or ()
         ),
     )
@@ -528,7 +529,7 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
         key=lambda s: (-(_float(s.get("lost_s")) or 0.0), s.get("iteration") or 0),
     )[:SLOW_ROWS]
     where = _locations(run, [s.get("iteration") for s in steps])
-    lines = read_lines(where.values())
+    lines = read_lines(w for w in where.values() if w[0] not in record_sources(doc))
     planted = run_secrets(run) if run else planted_secrets()
     rows = []
     for step in steps:
@@ -550,7 +551,7 @@ def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
                 ratio=f"{number(_float(step.get('ratio')), '.2f')}{TIMES}",
                 lost=number(_float(step.get("lost_s")), ".3g", " s"),
                 phase=f"{phase} (+{number(delta, '.4g', ' ms')})" if phase else "",
-                location=f"{located[0]}:{located[1]}" if located else "",
+                location=location(doc, *located, iteration, "step_time_s") if located else "",
                 line=mask_text(lines.get(located, ""), planted) if located else "",
             )
         )
@@ -566,7 +567,8 @@ def incident_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[IncidentRow,
         evidence = incident.get("evidence") or {}
         if isinstance(evidence.get("file"), str) and isinstance(evidence.get("line"), int):
             where[n] = (evidence["file"], evidence["line"])
-    lines = read_lines(where.values()) if run is not None else {}
+    quoted = [w for w in where.values() if w[0] not in record_sources(doc)]
+    lines = read_lines(quoted) if run is not None else {}
     planted = planted_secrets({n: v.value for n, v in run.config.items()} if run else None)
     rows = []
     for n, incident in enumerate(incidents):
@@ -577,7 +579,14 @@ def incident_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[IncidentRow,
                 iterations=_span(incident.get("first_iteration"), incident.get("last_iteration")),
                 size=_incident_size(incident),
                 recovery=_recovery(incident),
-                location=f"{located[0]}:{located[1]}" if located else "",
+                location=location(
+                    doc,
+                    *located,
+                    incident.get("evidence", {}).get("iteration"),
+                    str(incident.get("metric")),
+                )
+                if located
+                else "",
                 line=mask_text(lines.get(located, ""), planted) if located else "",
             )
         )

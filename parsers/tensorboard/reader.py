@@ -74,7 +74,9 @@ def read_event_file(path: Path, format_name: str) -> Run:
         config=config,
         table=tables.table,
         metrics=tables.metrics,
-        sources=[SourceInfo(source, format_name, tables.table.height)],
+        sources=[
+            SourceInfo(source, format_name, tables.table.height, unit="record", tags=tables.tags)
+        ],
         warnings=warnings,
     )
 

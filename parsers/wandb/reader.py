@@ -102,7 +102,9 @@ def run_from_records(
         config=config,
         table=tables.table,
         metrics=metrics,
-        sources=[SourceInfo(source, format_name, tables.table.height)],
+        sources=[
+            SourceInfo(source, format_name, tables.table.height, unit="record", tags=tables.tags)
+        ],
         warnings=warnings,
     )
 
