@@ -38,7 +38,9 @@ def test_nemo2_progress_lines_with_flops_callback() -> None:
     # "Training epoch 0, iteration 74/99 | lr: 1.124e-05 | global_batch_size: 128 |
     #  global_step: 74 | ... | train_step_timing in s: 8.768 | TFLOPS_per_GPU: 865.7 | ..."
     doc = summary(PERF)
-    assert doc["sources"] == [{"path": str(PERF), "format": "nemo", "records": 3}]
+    assert doc["sources"] == [
+        {"path": str(PERF), "format": "nemo", "records": 3, "unit": "line", "tags": {}}
+    ]
     # numbered from 1 as Megatron counts: global_step 74 is the 75th step
     assert doc["iterations"] == {"logged": 3, "first": 75, "last": 77, "segments": 1, "covered": 3}
     assert doc["step_time_s"]["min"] == 8.748
@@ -120,7 +122,9 @@ def test_nemo1_lightning_bars_and_hydra_config() -> None:
 def test_bridge_log_reads_iteration_lines_and_the_task_configuration() -> None:
     # verdimrc/playground-nemo-2.0-gh:05-byoc-te-mb/with-ngc-pytorch-25.06-cleanup.md@6129a1a
     doc = summary(BRIDGE, "--gpu", "h100-sxm")
-    assert doc["sources"] == [{"path": str(BRIDGE), "format": "nemo", "records": 1}]
+    assert doc["sources"] == [
+        {"path": str(BRIDGE), "format": "nemo", "records": 1, "unit": "line", "tags": {}}
+    ]
     assert doc["iterations"] == {"logged": 1, "first": 10, "last": 10, "segments": 1, "covered": 10}
     assert doc["step_time_s"]["median"] == 4.6478  # elapsed time per iteration (ms): 4647.8
     run = doc["run"]
