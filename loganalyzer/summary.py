@@ -1,4 +1,4 @@
-"""The `summary --json` document (schema loganalyzer.summary/1.2), built from a loaded run.
+"""The `summary --json` document (schema loganalyzer.summary/1.3), built from a loaded run.
 
 This is the one place that decides what the summary says; the terminal renderer and the
 JSON output both read the document it builds, so the two can never disagree.
@@ -100,7 +100,7 @@ from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
 from loganalyzer.secrets import mask_secrets, run_secrets
 
-SCHEMA = "loganalyzer.summary/1.2"
+SCHEMA = "loganalyzer.summary/1.3"
 # Below this many steady records, the steady figures are marked low-confidence.
 MIN_STEADY_RECORDS = 10
 

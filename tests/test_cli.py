@@ -43,7 +43,7 @@ def test_summary_json_goes_to_stdout_and_progress_to_stderr() -> None:
     result = CliRunner().invoke(main, ["summary", "--json", SAMPLE])
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "loganalyzer.summary/1.2"
+    assert doc["schema"] == "loganalyzer.summary/1.3"
     assert "reading" in result.stderr
     assert "reading" not in result.stdout
 

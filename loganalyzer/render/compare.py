@@ -723,7 +723,7 @@ def compare_json(view: CompareView) -> dict[str, Any]:
     iterations, the config differences (by name, and ranked with their kind) and the
     sentences; charts left out."""
     return {
-        "schema": "loganalyzer.compare/1",
+        "schema": "loganalyzer.compare/1.1",
         "runs": list(view.labels),
         "headline": view.headline,
         "largest_difference": _difference_json(view),
