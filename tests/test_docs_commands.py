@@ -68,6 +68,14 @@ def _runnable(command: str) -> bool:
     return not any(marker in command for marker in NOT_RUN)
 
 
+def _declared_example() -> dict[str, str]:
+    """The declared-format page's own example: its format file and the log it reads."""
+    page = (ROOT / "docs" / "declared-formats.md").read_text()
+    toml = page.split("```toml\n", 1)[1].split("```", 1)[0]
+    log = page.split("A log it reads (`train.log` above):\n\n```text\n", 1)[1].split("```", 1)[0]
+    return {"my_loop.toml": toml, "train.log": log}
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("docs")
@@ -75,6 +83,8 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
         link = folder / name
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    for name, text in _declared_example().items():
+        (folder / name).write_text(text, encoding="utf-8")
     return folder
 
 
