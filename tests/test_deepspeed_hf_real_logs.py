@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
+from loganalyzer.errors import UnrecognisedSourceError
 from loganalyzer.load import load_run
 from loganalyzer.parsers.deepspeed import DeepSpeedParser
 from loganalyzer.parsers.hf_trainer import HfTrainerParser
@@ -182,7 +183,11 @@ def test_detection_on_every_real_log(shared_logs: Path) -> None:
     wrong = []
     for path in sorted(p for p in shared_logs.rglob("*") if p.is_file()):
         relative = path.relative_to(shared_logs).as_posix()
-        expected, chosen = _expected(relative), choose(registry, path)
+        expected = _expected(relative)
+        try:
+            chosen: str | None = choose(registry, path)
+        except UnrecognisedSourceError:  # FORMATS.md quotes every framework's format strings
+            chosen = None
         if expected == "other":
             # not a DeepSpeed, Trainer or Megatron log: neither new parser may claim it
             if chosen in ("deepspeed", "hf_trainer") and not relative.endswith(".md"):

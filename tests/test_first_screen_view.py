@@ -42,21 +42,23 @@ def test_top_verdicts_leave_the_ending_to_its_banner(
     document, run = example
     view = build_view(document, run)
     codes = [v["code"] for v in document["verdicts"]]
-    assert codes[0] == "ENDING_KILLED"
-    assert [v.code for v in view.top_verdicts] == codes[1:4]
+    assert "ENDING_KILLED" in codes
+    assert [v.code for v in view.top_verdicts] == [c for c in codes if c != "ENDING_KILLED"][:3]
     assert view.ending is not None
 
 
-def test_top_verdicts_follow_a_cost_field_when_the_document_has_one(
+def test_top_verdicts_follow_the_documents_ranking_and_never_rank_again(
     example: tuple[dict[str, Any], Any],
 ) -> None:
+    """The analysis ranks verdicts (severity from the time at stake, then `lost_s`); the page
+    shows its first three as they come, so page and JSON cannot disagree on what costs most."""
     document, run = example
-    costed = copy.deepcopy(document)
-    for n, verdict in enumerate(costed["verdicts"]):
-        verdict["lost_s"] = float(n)  # the last verdict costs most
-    view = build_view(costed, run)
-    ranked = top_verdicts(costed, view.verdicts)
-    assert [v.code for v in ranked] == [v["code"] for v in costed["verdicts"][::-1][:3]]
+    reversed_order = copy.deepcopy(document)
+    reversed_order["verdicts"] = reversed_order["verdicts"][::-1]
+    view = build_view(reversed_order, run)
+    ranked = top_verdicts(reversed_order, view.verdicts)
+    codes = [v["code"] for v in reversed_order["verdicts"] if not v["code"].startswith("ENDING_")]
+    assert [v.code for v in ranked] == codes[:3]
 
 
 def test_identity_states_parallelism_batch_and_precision(

@@ -47,7 +47,7 @@ def test_readme_first_command_runs_the_same_example() -> None:
     assert SHORT
     setup = [line for line in README.splitlines() if line.startswith("python3 -m venv")]
     assert setup[0].endswith(f".venv/bin/loganalyzer {SHORT[1]}")
-    assert setup[1].endswith(".venv/bin/python -m pytest")
+    assert setup[1].endswith(".venv/bin/python -m pytest -n auto")
 
 
 def test_readme_stays_short() -> None:

@@ -800,24 +800,15 @@ def _all_causes(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return causes + list(_get(doc, "goodput", "attributed") or ())
 
 
-# Keys a verdict may carry for what it costs, most direct first.
-_VERDICT_COST = ("cost_s", "lost_s", "seconds", "gpu_hours")
 TOP_VERDICTS = 3
 
 
 def top_verdicts(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow]) -> tuple[VerdictRow, ...]:
-    """The three verdicts that cost most: by the document's cost field when its verdicts have
-    one, else in the document's order; the ending's verdict is left to the banner above."""
-    costs = [_verdict_cost(v) for v in doc.get("verdicts") or ()]
-    paired = [(c, v) for c, v in zip(costs, verdicts, strict=True)]
-    if any(c is not None for c in costs):
-        paired.sort(key=lambda p: -(p[0] or 0.0))
-    shown = [v for _, v in paired if not (doc.get("outcome") and v.code.startswith("ENDING_"))]
+    """The three verdicts that cost most, in the document's order (by severity, which the
+    analysis derives from the time at stake, then by `lost_s`); the ending's verdict is left to
+    the banner above."""
+    shown = [v for v in verdicts if not (doc.get("outcome") and v.code.startswith("ENDING_"))]
     return tuple(shown[:TOP_VERDICTS])
-
-
-def _verdict_cost(verdict: Mapping[str, Any]) -> float | None:
-    return next((c for k in _VERDICT_COST if (c := _float(verdict.get(k))) is not None), None)
 
 
 def waterfall(doc: Mapping[str, Any]) -> Waterfall | None:

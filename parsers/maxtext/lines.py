@@ -34,7 +34,7 @@ TPU_KIND = r"(?:^|\s)TFRT (TPU.*?)(?:\s+Built on\b.*)?\s*$"
 # A GPU's name, as XLA logs each device when its CUDA client starts (xla/service/service.cc:
 # `LOG(INFO) << StrFormat("  StreamExecutor device (%d): %s, %s", i, description.name(),
 # description.platform_version())`, `NVIDIA H100 80GB HBM3, Compute Capability 9.0`).
-GPU_MARKER = "StreamExecutor device ("
+GPU_MARKER = "StreamExecutor device "  # a literal, found before GPU_KIND reads the line
 GPU_KIND = r"\bStreamExecutor device \(\d+\): (.+?), (?:Compute Capability|CUDA|ROCm|rocm)"
 # `Num_devices: 8, shape (1, 8, 1, 1, 1, 1)`: the device count, and the device mesh's
 # shape, one size per axis of `mesh_axes`.
