@@ -78,7 +78,7 @@ from loganalyzer.analysis.outcome import (
     launch_endings,
     progress_of,
 )
-from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.analysis.verdicts import MfuInputs, ReferenceBand, judge, reference_band
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
 from loganalyzer.explain import mfu_goodput as goodput_mfu_of
@@ -164,24 +164,25 @@ def build_summary(
     invariants = _invariants(analysis, why, mfu_goodput)
     warnings.extend(invariant_warnings(invariants))
     mfu_missing = missing_for_mfu(facts, efficiency, median)
+    mfu_inputs = MfuInputs(
+        mfu=efficiency.mfu,
+        hardware_key=facts.gpu.accelerator.key if facts.gpu else None,
+        dtype=facts.dtype,
+        params=efficiency.active_params,
+        num_gpus=facts.num_gpus,
+        recomputed_over_reported=efficiency.recomputed_over_reported,
+        expected_ratio=efficiency.expected_ratio,
+        low_confidence=confidence,
+        mfu_vs_bf16=efficiency.mfu_vs_bf16,
+        # a run without a timed record has nothing to measure: its ending says why
+        missing=tuple((m["input"] or "", m["option"]) for m in mfu_missing)
+        if analysis.timed_records
+        else (),
+    )
     verdicts = judge(
         analysis,
         run.table,
-        MfuInputs(
-            mfu=efficiency.mfu,
-            hardware_key=facts.gpu.accelerator.key if facts.gpu else None,
-            dtype=facts.dtype,
-            params=efficiency.active_params,
-            num_gpus=facts.num_gpus,
-            recomputed_over_reported=efficiency.recomputed_over_reported,
-            expected_ratio=efficiency.expected_ratio,
-            low_confidence=confidence,
-            mfu_vs_bf16=efficiency.mfu_vs_bf16,
-            # a run without a timed record has nothing to measure: its ending says why
-            missing=tuple((m["input"] or "", m["option"]) for m in mfu_missing)
-            if analysis.timed_records
-            else (),
-        ),
+        mfu_inputs,
         period_causes=why.period_causes,
         causes=why.causes,
     )
@@ -189,7 +190,7 @@ def build_summary(
     left_out = [s.path for s in run.sources if s.format == "megatron"]
     units = {s.path: s.unit for s in run.sources}
     incidents = find_incidents(run.table, left_out)
-    verdicts += judge_incidents(incidents, analysis.iterations, analysis.last_iteration)
+    verdicts += judge_incidents(incidents, analysis.iterations, analysis.last_iteration, units)
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -245,6 +246,7 @@ def build_summary(
             "mfu": efficiency.reported_mfu,
         },
         "peak": efficiency.peak,
+        "reference": _reference(reference_band(mfu_inputs)),
         "warmup": [dataclasses.asdict(w) for w in analysis.warmup],
         "slow_steps": _slow_steps(analysis),
         "periodic": [dataclasses.asdict(p) for p in analysis.slow.periodic],
@@ -445,3 +447,17 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def _reference(band: ReferenceBand | None) -> dict[str, Any] | None:
+    """The published band the MFU is judged against (null without one): the verdict, the
+    report's card and its chart state this one band."""
+    if band is None:
+        return None
+    return {
+        "scope": band.scope,
+        "dtype": band.dtype,
+        "mfu_low": band.low,
+        "mfu_high": band.high,
+        "runs": [dataclasses.asdict(ref) for ref in band.runs],
+    }

@@ -174,7 +174,11 @@ def chromium(binary: str | None = None) -> Iterator[Page]:
     binary = binary or chromium_path()
     if binary is None:
         raise FileNotFoundError("chromium is not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory(prefix="loganalyzer-chromium-") as profile:
+    # Chromium's helper processes may still write the profile while it is removed: a file
+    # left behind is no failure of the page under test.
+    with tempfile.TemporaryDirectory(
+        prefix="loganalyzer-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         process = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,

@@ -91,12 +91,6 @@ def test_the_report_locates_records_by_index_tag_and_step(
     assert re.search(RECORD.format(tag="grad-norm", step=SPIKE), page)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30 why: the incident verdicts (analysis/incident_verdicts.py) quote their "
-    "evidence as file:line, a record index read as a line; they should locate it as the "
-    "incidents table does (render.loglines.location: source: record N, tag T, step S)",
-)
 @pytest.mark.parametrize("kind", ["tensorboard", "wandb"])
 def test_no_record_index_is_passed_off_as_a_line(
     kind: str, sources: dict[str, Path], tmp_path: Path

@@ -273,32 +273,9 @@ def _goodput_share(goodput: dict[str, Any]) -> float | None:
 # --- the tests ------------------------------------------------------------------------------
 
 IDS = [_id(p) for p in INPUTS]
-# Contradictions that live in the verdicts and causes (owned by their own change).
-BAND = (
-    "issue 30 why: the MFU verdict states the band of published runs of similar size "
-    "(39.0 % to 46.4 %) where the headline card states all published H100 runs "
-    "(29.0–46.4 %); one band, in the document, for both"
-)
-XFAIL = {
-    "agree:fixtures/megatron/core_0_12_llama3_8b_throughput.log": BAND,
-    "agree:fixtures/megatron/core_v0_6_mixtral_throughput.txt": BAND,
-}
 
 
-def _params(check: str) -> list[Any]:
-    return [
-        pytest.param(
-            path,
-            marks=pytest.mark.xfail(strict=True, reason=XFAIL[f"{check}:{i}"])
-            if f"{check}:{i}" in XFAIL
-            else (),
-            id=i,
-        )
-        for path, i in zip(INPUTS, IDS, strict=True)
-    ]
-
-
-@pytest.mark.parametrize("path", _params("refused"))
+@pytest.mark.parametrize("path", INPUTS, ids=IDS)
 def test_an_input_is_summarised_or_refused_in_one_line(
     path: Path, outputs: dict[Path, Outcome]
 ) -> None:
@@ -309,13 +286,13 @@ def test_an_input_is_summarised_or_refused_in_one_line(
         assert outcome.runs
 
 
-@pytest.mark.parametrize("path", _params("agree"))
+@pytest.mark.parametrize("path", INPUTS, ids=IDS)
 def test_no_two_statements_disagree(path: Path, outputs: dict[Path, Outcome]) -> None:
     found = [p for run in outputs[path].runs for p in disagreements(run)]
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("path", _params("printable"))
+@pytest.mark.parametrize("path", INPUTS, ids=IDS)
 def test_no_output_holds_binary_or_control_characters(
     path: Path, outputs: dict[Path, Outcome]
 ) -> None:
@@ -328,7 +305,7 @@ def test_no_output_holds_binary_or_control_characters(
     assert not found, "\n".join(found[:10])
 
 
-@pytest.mark.parametrize("path", _params("figures"))
+@pytest.mark.parametrize("path", INPUTS, ids=IDS)
 def test_each_figure_shown_is_its_json_value(path: Path, outputs: dict[Path, Outcome]) -> None:
     found = [p for run in outputs[path].runs for p in figure_mismatches(run)]
     assert not found, "\n".join(found)

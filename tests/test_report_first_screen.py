@@ -66,16 +66,11 @@ def _lost_lines(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _top_codes(document: dict[str, Any]) -> list[str]:
-    """The verdicts the first screen leads with: the document's order (by a cost field where
-    its verdicts carry one), the ending's verdict left to the banner."""
-    verdicts = list(document["verdicts"])
-    costs = [
-        v.get("cost_s", v.get("lost_s", v.get("seconds", v.get("gpu_hours")))) for v in verdicts
-    ]
-    if any(c is not None for c in costs):
-        ranked = sorted(zip(costs, verdicts, strict=True), key=lambda p: -(p[0] or 0.0))
-        verdicts = [v for _, v in ranked]
-    return [v["code"] for v in verdicts if not v["code"].startswith("ENDING_")][:TOP_VERDICTS]
+    """The verdicts the first screen leads with: the document's first (the analysis ranks
+    them by severity from the time at stake, then by `lost_s`), the ending's verdict left to
+    the banner."""
+    codes = [v["code"] for v in document["verdicts"]]
+    return [code for code in codes if not code.startswith("ENDING_")][:TOP_VERDICTS]
 
 
 def _box(page: Page, selector: str) -> dict[str, float]:

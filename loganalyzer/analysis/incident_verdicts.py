@@ -11,7 +11,7 @@ information (what it cost shows in the loss, if anywhere).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from loganalyzer.analysis.incidents import Incident, IncidentKind
 from loganalyzer.analysis.verdicts import Severity, Verdict
@@ -32,10 +32,14 @@ CODES: dict[IncidentKind, str] = {
 
 
 def judge_incidents(
-    found: Sequence[Incident], run_iterations: int, last_iteration: int | None
+    found: Sequence[Incident],
+    run_iterations: int,
+    last_iteration: int | None,
+    units: Mapping[str, str] | None = None,
 ) -> list[Verdict]:
     """A verdict per incident kind found; `run_iterations` are the iterations the run's
-    records cover, `last_iteration` its last record's."""
+    records cover, `last_iteration` its last record's; `units` says which sources count
+    records rather than lines (TensorBoard, W&B: path -> "record")."""
     verdicts = []
     for kind, code in CODES.items():
         mine = [i for i in found if i.kind == kind]
@@ -47,7 +51,8 @@ def judge_incidents(
         share = (
             f"{percent(cost / run_iterations)} of the run's iterations" if run_iterations else ""
         )
-        verdicts.append(Verdict(severity, code, _message(kind, mine, cost, share, ended)))
+        message = _message(kind, mine, cost, share, ended, units or {})
+        verdicts.append(Verdict(severity, code, message))
     return verdicts
 
 
@@ -59,17 +64,29 @@ def _severity(kind: IncidentKind, cost: int, run_iterations: int, ended: bool) -
     return "warning" if run_iterations and cost >= COST_WARNING * run_iterations else "info"
 
 
-def _where(incident: Incident) -> str:
+def _where(incident: Incident, units: Mapping[str, str]) -> str:
+    """Where the incident's evidence is: `file:line` in a text log, `file: record N` in a
+    binary store (a record index is no line)."""
     evidence = incident.evidence
     if evidence.file is None:
         return ""
-    line = f":{evidence.line}" if evidence.line is not None else ""
-    return f" ({evidence.file}{line})"
+    if evidence.line is None:
+        return f" ({evidence.file})"
+    if units.get(evidence.file) == "record":
+        return f" ({evidence.file}: record {evidence.line})"
+    return f" ({evidence.file}:{evidence.line})"
 
 
-def _message(kind: IncidentKind, mine: list[Incident], cost: int, share: str, ended: bool) -> str:
+def _message(
+    kind: IncidentKind,
+    mine: list[Incident],
+    cost: int,
+    share: str,
+    ended: bool,
+    units: Mapping[str, str],
+) -> str:
     worst = sorted(mine, key=lambda i: -(i.ratio or 0.0) if i.ratio else -i.iterations)
-    listed = "; ".join(_one(i) for i in worst[:_LISTED])
+    listed = "; ".join(_one(i, units) for i in worst[:_LISTED])
     more = f" (and {len(mine) - _LISTED} more)" if len(mine) > _LISTED else ""
     spoiled = f"{plural(cost, 'iteration')}" + (f", {share}" if share else "")
     if kind == "divergence":
@@ -89,9 +106,9 @@ def _message(kind: IncidentKind, mine: list[Incident], cost: int, share: str, en
     return f"{plural(len(mine), noun)} ({spoiled} above the baseline): {listed}{more}"
 
 
-def _one(incident: Incident) -> str:
+def _one(incident: Incident, units: Mapping[str, str]) -> str:
     span = iterations(incident.first_iteration, incident.last_iteration)
-    where = _where(incident)
+    where = _where(incident, units)
     if incident.kind in ("nan", "inf"):
         return f"{span}, {plural(incident.iterations, 'iteration')} ({incident.metric}){where}"
     if incident.kind == "loss_scale_collapse":

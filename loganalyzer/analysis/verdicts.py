@@ -246,20 +246,34 @@ def _mfu_unknown(missing: tuple[tuple[str, str | None], ...]) -> list[Verdict]:
     return [Verdict("info", "MFU_UNKNOWN", message)]
 
 
-def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
+@dataclass(frozen=True)
+class ReferenceBand:
+    """The published runs a run's MFU is compared with, and the band they span: the one band
+    the verdict, the report's headline card and its TFLOPS chart all state."""
+
+    scope: str  # "fp16 on V100 of similar size"
+    dtype: str  # the precision compared (bf16 for an FP8 run compared against the bf16 peak)
+    low: float
+    high: float
+    runs: tuple[ReferenceRun, ...]  # highest MFU first
+    size_unlike: bool  # no published run within UNLIKE_SIZE_FACTOR of this model's size
+
+
+def reference_band(inputs: MfuInputs) -> ReferenceBand | None:
+    """The published band the run's MFU is judged against: runs on the same chip family and
+    precision, those of similar size when there are any; None without any."""
     family = hardware_family(inputs.hardware_key) if inputs.hardware_key else None
     if family is None or inputs.dtype is None:
-        return []
-    dtype, name = inputs.dtype, "MFU"
+        return None
+    dtype = inputs.dtype
     peers = _peers(family, dtype)
     if not peers and dtype == "fp8" and inputs.mfu_vs_bf16 is not None:
         # Most published figures are against the bf16 peak: so is this comparison.
-        dtype, name, mfu = "bf16", "MFU against the bf16 peak", inputs.mfu_vs_bf16
+        dtype = "bf16"
         peers = _peers(family, dtype)
-    label = f"{dtype} on {family.upper()}"
     if not peers:
-        message = f"no published run of {label} to compare {name} {percent(mfu)} against"
-        return [Verdict("info", "MFU_NO_REFERENCE", message)]
+        return None
+    scope = f"{dtype} on {family.upper()}"
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
     # Published runs of a very different size say little about this one: below them is
     # then worth knowing, not a warning.
@@ -267,21 +281,36 @@ def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
         _similar_size(ref, inputs.params, UNLIKE_SIZE_FACTOR) for ref in peers
     )
     if sized:
-        peers, label = sized, f"{label} of similar size"
+        peers, scope = sized, f"{scope} of similar size"
     elif size_unlike:
-        label = f"{label} (none within {ratio(UNLIKE_SIZE_FACTOR, 0)} of this model's size)"
+        scope = f"{scope} (none within {ratio(UNLIKE_SIZE_FACTOR, 0)} of this model's size)"
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
-    low, high = peers[-1].mfu, peers[0].mfu
-    listed = "; ".join(_describe(ref) for ref in peers[:_LISTED])
-    band = f"{percent(low)} to {percent(high)}" if low != high else percent(low)
-    where = f"published runs of {label} reached {band} ({listed})"
+    return ReferenceBand(scope, dtype, peers[-1].mfu, peers[0].mfu, tuple(peers), size_unlike)
+
+
+def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
+    family = hardware_family(inputs.hardware_key) if inputs.hardware_key else None
+    if family is None or inputs.dtype is None:
+        return []
+    band = reference_band(inputs)
+    if band is None:
+        name = f"{inputs.dtype} on {family.upper()}"
+        message = f"no published run of {name} to compare MFU {percent(mfu)} against"
+        return [Verdict("info", "MFU_NO_REFERENCE", message)]
+    name = "MFU"
+    if band.dtype != inputs.dtype and inputs.mfu_vs_bf16 is not None:
+        name, mfu = "MFU against the bf16 peak", inputs.mfu_vs_bf16
+    low, high = band.low, band.high
+    listed = "; ".join(_describe(ref) for ref in band.runs[:_LISTED])
+    shown = f"{percent(low)} to {percent(high)}" if low != high else percent(low)
+    where = f"published runs of {band.scope} reached {shown} ({listed})"
     if mfu >= low:
         above = mfu > high
         code = "MFU_ABOVE_REFERENCE" if above else "MFU_WITHIN_REFERENCE"
         relation = "above what" if above else "within what"
         return [Verdict("info", code, f"{name} {percent(mfu)} is {relation} {where}")]
     severity: Severity = "critical" if mfu < CRITICAL_SHARE_OF_REFERENCE * low else "warning"
-    if size_unlike or mfu >= (1 - REFERENCE_TOLERANCE) * low:
+    if band.size_unlike or mfu >= (1 - REFERENCE_TOLERANCE) * low:
         severity = "info"
     message = f"{name} {percent(mfu)} is below what {where}"
     return [Verdict(severity, "MFU_BELOW_REFERENCE", message)]

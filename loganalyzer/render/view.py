@@ -15,8 +15,6 @@ from typing import Any
 
 from loganalyzer.analysis.incident_verdicts import CODES as INCIDENT_CODES
 from loganalyzer.analysis.outcome import ENDING_SEVERITY
-from loganalyzer.analysis.verdicts import _precision_class as precision_class
-from loganalyzer.analysis.verdicts import hardware_family, reference_runs
 from loganalyzer.model import Run
 from loganalyzer.render.charts import build_charts, waterfall_chart
 from loganalyzer.render.clip import clip
@@ -227,7 +225,7 @@ def headline(doc: Mapping[str, Any], verdicts: Sequence[VerdictRow] = ()) -> tup
     unknown = unknown_mfu(flops, peak)
     printed = _float(_get(doc, "reported", "tflops_per_gpu"))
     ratio = _float(_get(doc, "reported", "recomputed_over_reported"))
-    band = _reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak)
+    band = _reference_band(doc, peak)
     return (
         Figure(
             "mfu",
@@ -458,7 +456,7 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
         flops_per_iteration=_float(_get(doc, "flops", "per_iteration")),
         num_gpus=_get(doc, "run", "num_gpus"),
         peak_tflops=peak,
-        reference=_reference_band(_get(doc, "run", "gpu", "key"), _get(doc, "run", "dtype"), peak),
+        reference=_reference_band(doc, peak),
         markers=tuple(markers),
         warmup=_warmup_spans(doc),
         sustained=tuple(sustained),
@@ -502,24 +500,22 @@ def _warmup_spans(doc: Mapping[str, Any]) -> tuple[Span, ...]:
     return tuple(spans)
 
 
-def _reference_band(hardware: object, dtype: object, peak: float | None) -> Span | None:
-    """TFLOPS/GPU that published runs on the same chip family and precision reached (their
-    MFU times this run's peak), whatever their size; None when there are none."""
-    if not isinstance(hardware, str) or not isinstance(dtype, str) or peak is None:
+def _reference_band(doc: Mapping[str, Any], peak: float | None) -> Span | None:
+    """The published band the verdict judges the MFU against (the document's `reference`),
+    as TFLOPS/GPU at this run's peak; None without one, or when it is against another
+    precision's peak (an FP8 run compared at bf16)."""
+    found = doc.get("reference")
+    if (
+        not isinstance(found, Mapping)
+        or peak is None
+        or found.get("dtype") != _get(doc, "run", "dtype")
+    ):
         return None
-    family = hardware_family(hardware)
-    peers = [
-        ref.mfu
-        for ref in reference_runs()
-        if hardware_family(ref.hardware) == family
-        and precision_class(ref.dtype) == precision_class(dtype)
-    ]
-    if not peers:
+    low, high = _float(found.get("mfu_low")), _float(found.get("mfu_high"))
+    if low is None or high is None:
         return None
-    low, high = min(peers), max(peers)
-    band = percent(low) if low == high else f"{low * 100:.1f}–{percent(high)}"
-    label = f"published {dtype} runs on {str(family).upper()}: MFU {band}"
-    return Span(low * peak, high * peak, label)
+    band = percent(low) if low == high else f"{percent(low)} to {percent(high)}"
+    return Span(low * peak, high * peak, f"published runs of {found['scope']}: MFU {band}")
 
 
 def _slow_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[SlowRow, ...]:
@@ -911,7 +907,7 @@ def cause_rows(doc: Mapping[str, Any], run: Run | None) -> tuple[CauseRow, ...]:
                 lost=duration(_float(lost) or 0.0),
                 cause=str(cause.get("kind") or UNKNOWN).replace("_", " "),
                 evidence=clip(str(cause.get("evidence") or "no cause in the document")),
-                location=f"{located[0]}:{located[1]}" if located else "",
+                location=location(doc, *located, iteration, "step_time_s") if located else "",
             )
         )
     return tuple(rows)
