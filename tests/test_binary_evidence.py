@@ -69,11 +69,12 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _report(source: Path, tmp_path: Path) -> str:
+def _report(source: Path, tmp_path: Path, visible: bool = True) -> str:
     out = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", "-q", str(source), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    return _visible(out.read_text(encoding="utf-8"))
+    page = out.read_text(encoding="utf-8")
+    return _visible(page) if visible else page
 
 
 # `events.out.tfevents.…: record 118, tag iteration-time, step 40`
@@ -136,3 +137,12 @@ def _text_log() -> str:
     from tests.conftest import FIXTURES
 
     return str(FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out")
+
+
+@pytest.mark.parametrize("kind", ["tensorboard", "wandb"])
+def test_chart_hovers_name_the_record_not_a_line(
+    kind: str, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    page = _report(sources[kind], tmp_path, visible=False)
+    assert re.search(r"(?:tfevents\.[\w.]+|\.wandb): record \d", page)
+    assert not re.search(r"(?:tfevents\.[\w.]+|\.wandb):\d", page)

@@ -4,7 +4,8 @@ Series come from the run's per-iteration and metrics tables, downsampled by
 `render.downsample.keep_shape` (flagged slow steps, segment boundaries and the first and last
 record always kept); what the charts mark (pace, slow steps, restarts, peak) comes from the
 summary document through `render.view.ChartFacts`. Hover text of every point names its
-iteration, value and the file:line it was read from. Text from a log is HTML-escaped here,
+iteration, value and where it was read (`file:line`, or `file: record N` in a TensorBoard or
+W&B store). Text from a log is HTML-escaped here,
 because plotly.js reads a few tags in chart text.
 """
 
@@ -74,8 +75,11 @@ def _records(table: pl.DataFrame, facts: ChartFacts) -> pl.DataFrame:
     boundary = (pl.int_range(pl.len()) == 0).over("segment") | (
         pl.int_range(pl.len()) == pl.len() - 1
     ).over("segment")
-    location = pl.concat_str(
-        pl.col("source").map_batches(_escape_series), pl.lit(":"), pl.col("line").cast(pl.String)
+    source, line = pl.col("source").map_batches(_escape_series), pl.col("line").cast(pl.String)
+    location = (
+        pl.when(pl.col("source").is_in(sorted(facts.record_sources)))
+        .then(pl.concat_str(source, pl.lit(": record "), line))
+        .otherwise(pl.concat_str(source, pl.lit(":"), line))
     )
     return table.select(
         "iteration",

@@ -457,6 +457,7 @@ def chart_facts(doc: Mapping[str, Any]) -> ChartFacts:
         num_gpus=_get(doc, "run", "num_gpus"),
         peak_tflops=peak,
         reference=_reference_band(doc, peak),
+        record_sources=frozenset(record_sources(doc)),
         markers=tuple(markers),
         warmup=_warmup_spans(doc),
         sustained=tuple(sustained),

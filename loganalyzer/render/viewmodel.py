@@ -217,6 +217,8 @@ class ChartFacts:
     flagged: tuple[int, ...]
     incidents: tuple[Span, ...] = ()
     ending: EndingMark | None = None
+    # sources that count records, not lines (TensorBoard, W&B): hovers say "record N"
+    record_sources: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
