@@ -94,6 +94,7 @@ from loganalyzer.flops.efficiency import (
 from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
+from loganalyzer.render import wording
 from loganalyzer.render.clocks import clock_notes
 from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.invariants import invariant_warnings
@@ -432,7 +433,7 @@ def _time(analysis: Analysis) -> dict[str, Any]:
             "warmup": time.warmup_s,
             "stalls": time.stalls_s,
         },
-        "summary": time.summary,
+        "summary": wording.time_summary(time),
     }
 
 
