@@ -78,6 +78,7 @@ from loganalyzer.analysis.outcome import (
     launch_endings,
     progress_of,
 )
+from loganalyzer.analysis.steady import Warmup
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
@@ -246,7 +247,7 @@ def build_summary(
             "mfu": efficiency.reported_mfu,
         },
         "peak": efficiency.peak,
-        "warmup": [dataclasses.asdict(w) for w in analysis.warmup],
+        "warmup": [_warmup(w) for w in analysis.warmup],
         "slow_steps": _slow_steps(analysis),
         "periodic": [dataclasses.asdict(p) for p in analysis.slow.periodic],
         "restarts": [
@@ -420,6 +421,13 @@ def _slow_steps(analysis: Analysis) -> list[dict[str, Any]]:
         entry["ratio"] = event.factor
         steps.append(entry)
     return steps
+
+
+def _warmup(warmup: Warmup) -> dict[str, Any]:
+    """A segment's warm-up as the document says it: the facts and the reason worded from them."""
+    document = dataclasses.asdict(warmup)
+    del document["fixed"], document["peak_ratio"]
+    return {**document, "reason": wording.warmup_reason(warmup)}
 
 
 def _time(analysis: Analysis) -> dict[str, Any]:

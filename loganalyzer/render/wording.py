@@ -8,7 +8,8 @@ analysis stands below the renderers (tests/test_import_direction.py holds the di
 from __future__ import annotations
 
 from loganalyzer.analysis.accounting import TimeAccounting
-from loganalyzer.render.numbers import duration, percent
+from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
+from loganalyzer.render.numbers import duration, percent, plural, ratio
 
 
 def time_summary(time: TimeAccounting) -> str:
@@ -25,3 +26,18 @@ def time_summary(time: TimeAccounting) -> str:
     if outside > 0:
         sentence += f", and restarts and stalls added {duration(outside)} of wall-clock time"
     return sentence + "."
+
+
+def warmup_reason(warmup: Warmup) -> str:
+    """Why a segment's warm-up was excluded (the document's `warmup[].reason`)."""
+    if warmup.fixed is not None:
+        return (
+            f"--warmup {warmup.fixed}: the first {warmup.fixed} iterations of each segment "
+            "are excluded"
+        )
+    if warmup.records == 0:
+        return f"no leading record above {ratio(WARMUP_FACTOR)} the pace"
+    return (
+        f"the first {plural(warmup.records, 'record')} ran above {ratio(WARMUP_FACTOR)} the pace "
+        f"(up to {ratio(warmup.peak_ratio)}): compilation and start-up"
+    )
