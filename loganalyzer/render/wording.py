@@ -8,6 +8,7 @@ analysis stands below the renderers (tests/test_import_direction.py holds the di
 from __future__ import annotations
 
 from loganalyzer.analysis.accounting import TimeAccounting
+from loganalyzer.analysis.goodput import HANG, PRODUCTIVE, UNLOGGED, BudgetLine, Goodput, Held
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
 from loganalyzer.render.numbers import duration, percent, plural, ratio
 
@@ -41,3 +42,50 @@ def warmup_reason(warmup: Warmup) -> str:
         f"the first {plural(warmup.records, 'record')} ran above {ratio(WARMUP_FACTOR)} the pace "
         f"(up to {ratio(warmup.peak_ratio)}): compilation and start-up"
     )
+
+
+def hang_note(held: Held) -> str | None:
+    """Why the hang before the ending has no line (the document's `goodput.hang.note`); None
+    when its time is known."""
+    if held.seconds is not None:
+        return None
+    where = f"iteration {held.last_iteration:,}"
+    if held.ending_at is None:
+        return (
+            f"time from the last progress ({where}) to the ending unknown: no time printed "
+            "after the last progress"
+        )
+    return (
+        f"time from the last progress ({where}) to the ending ({held.ending_at}) unknown: the "
+        "iteration lines carry no time and nothing after them has one"
+    )
+
+
+def goodput_summary(goodput: Goodput) -> str:
+    """The goodput and its three largest losses, in one sentence (the document's
+    `goodput.summary`), with why the hang has no line when it has none."""
+    covered = goodput.covered_s
+    if covered <= 0:
+        return "No wall-clock time was logged."
+    held = goodput.hang
+    bound = held.bound if held else None
+    badput = sorted(
+        (
+            line
+            for line in goodput.lines
+            if line.name not in (PRODUCTIVE, UNLOGGED) and line.seconds > 0
+        ),
+        key=lambda line: -line.seconds,
+    )
+    listed = ", ".join(
+        f"{line.name} {_bounded(line, bound)}{duration(line.seconds)} ({percent(line.share)})"
+        for line in badput[:3]
+    )
+    text = f"Goodput {percent(goodput.goodput)} of the {duration(covered)} the log covers"
+    text += f"; largest losses: {listed}." if listed else "; no time lost."
+    note = hang_note(held) if held else None
+    return text + (f" The {HANG}: {note}." if note else "")
+
+
+def _bounded(line: BudgetLine, bound: str | None) -> str:
+    return "at least " if line.name == HANG and bound == "at_least" else ""
