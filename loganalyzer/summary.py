@@ -243,7 +243,7 @@ def build_summary(
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
-            "explanation": efficiency.reported_explanation,
+            "explanation": wording.reported_ratio(efficiency.reported_reading),
             "mfu": efficiency.reported_mfu,
         },
         "peak": efficiency.peak,

@@ -10,7 +10,50 @@ from __future__ import annotations
 from loganalyzer.analysis.accounting import TimeAccounting
 from loganalyzer.analysis.goodput import HANG, PRODUCTIVE, UNLOGGED, BudgetLine, Goodput, Held
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
+from loganalyzer.flops.formulas import RatioReading
 from loganalyzer.render.numbers import duration, percent, plural, ratio
+
+# How each framework counts the FLOPs it prints (the keys of `flops.formulas.EXPLAINED`).
+COUNTS = {
+    "megatron-lm": "Megatron-LM (core >= 0.12) uses this same formula",
+    "megatron-lm-0.11": (
+        "Megatron-LM up to core 0.11 does not halve attention for the causal mask"
+        " and applies MoE top-k to every layer"
+    ),
+    "megatron-deepspeed": (
+        "Megatron-DeepSpeed's TFLOPs uses 24·factor·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)),"
+        " factor 4 with activation checkpointing (it counts the recompute), 32 for GLU"
+    ),
+    "megatron-deepspeed-microsoft": (
+        "current Megatron-DeepSpeed counts MACs x2 x3, adds recompute, and its GQA term"
+        " 2//gqa is 0 for gqa >= 3"
+    ),
+    "hf-trainer": (
+        "HF Trainer's total_flos is 6 × tokens × non-embedding parameters: no attention"
+        " term, all MoE experts and padding counted"
+    ),
+    "torchtitan": "torchtitan counts 6·(N - embeddings) + 12·l·a·d·s per token, non-causal",
+    "nanotron": (
+        "nanotron's model_tflops_per_gpu counts every matmul of a gated-MLP llama x3, attention"
+        " in full (not halved for the causal mask), the unpadded vocabulary"
+    ),
+    "nanogpt": "nanoGPT counts 6N + 12·l·a·d·s per token and divides by a fixed A100 peak of 312",
+    # MaxText's calculate_tflops_training_per_device, per device: 6·tokens·(MLP with one
+    # matrix per activation + 1, QKV, output projection, logits) + 12·l·s·q·d per token
+    "maxtext": (
+        "MaxText (since July 2025) counts this same formula, causal attention halved;"
+        " sliding-window and chunked-attention layers only over their window"
+    ),
+    "maxtext-2024": (
+        "MaxText from May 2024 (its PR 644) to July 2025 does not halve attention for the"
+        " causal mask; before May 2024 its MLP count differed too (llama2-7b: 1033.2"
+        " against 1053.4 TFLOPs a step)"
+    ),
+    "deepspeed-profiler": (
+        "the DeepSpeed flops profiler counts executed module ops: recompute included,"
+        " some fused kernels missed"
+    ),
+}
 
 
 def time_summary(time: TimeAccounting) -> str:
@@ -89,3 +132,19 @@ def goodput_summary(goodput: Goodput) -> str:
 
 def _bounded(line: BudgetLine, bound: str | None) -> str:
     return "at least " if line.name == HANG and bound == "at_least" else ""
+
+
+def reported_ratio(reading: RatioReading | None) -> str | None:
+    """Why recomputed / reported TFLOPS is not 1, in one sentence (the document's
+    `reported.explanation`); None when there is nothing to say."""
+    if reading is None:
+        return None
+    count, observed = COUNTS[reading.count], ratio(reading.observed, 3)
+    if reading.differs:
+        return (
+            f"{count}, so a ratio of {observed} means the shape, batch or step time used here"
+            " differs from the run's (check padded vocab, GQA groups, FFN size)."
+        )
+    if reading.expected is None:
+        return f"{count}: observed ratio {observed}."
+    return f"{count}: expected ratio {ratio(reading.expected, 3)}, observed {observed}."
