@@ -79,7 +79,7 @@ from loganalyzer.analysis.outcome import (
     progress_of,
 )
 from loganalyzer.analysis.steady import Warmup
-from loganalyzer.analysis.verdicts import MfuInputs, judge
+from loganalyzer.analysis.verdicts import MfuInputs, Verdict, judge
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
 from loganalyzer.explain import mfu_goodput as goodput_mfu_of
@@ -191,7 +191,10 @@ def build_summary(
     left_out = [s.path for s in run.sources if s.format == "megatron"]
     units = {s.path: s.unit for s in run.sources}
     incidents = find_incidents(run.table, left_out)
-    verdicts += judge_incidents(incidents, analysis.iterations, analysis.last_iteration)
+    verdicts += [
+        Verdict(v.severity, v.code, wording.incident_message(v))
+        for v in judge_incidents(incidents, analysis.iterations, analysis.last_iteration)
+    ]
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,

@@ -93,7 +93,7 @@ def test_the_report_locates_records_by_index_tag_and_step(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 30 why: the incident verdicts (analysis/incident_verdicts.py) quote their "
+    reason="issue 30 why: the incident verdicts (render/wording.py, incident_message) quote their "
     "evidence as file:line, a record index read as a line; they should locate it as the "
     "incidents table does (render.loglines.location: source: record N, tag T, step S)",
 )

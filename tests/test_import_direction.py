@@ -64,6 +64,7 @@ def test_the_rules_see_the_modules_they_name() -> None:
 CLEAN_OF_WORDING = (
     "loganalyzer.analysis.accounting",
     "loganalyzer.analysis.goodput",
+    "loganalyzer.analysis.incident_verdicts",
     "loganalyzer.analysis.steady",
     "loganalyzer.flops.formulas",
 )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from loganalyzer.analysis.accounting import TimeAccounting
 from loganalyzer.analysis.goodput import HANG, PRODUCTIVE, UNLOGGED, BudgetLine, Goodput, Held
+from loganalyzer.analysis.incident_verdicts import IncidentVerdict
+from loganalyzer.analysis.incidents import Incident
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
 from loganalyzer.flops.formulas import RatioReading
-from loganalyzer.render.numbers import duration, percent, plural, ratio
+from loganalyzer.render.numbers import duration, iterations, number, percent, plural, ratio
 
 # How each framework counts the FLOPs it prints (the keys of `flops.formulas.EXPLAINED`).
 COUNTS = {
@@ -148,3 +150,66 @@ def reported_ratio(reading: RatioReading | None) -> str | None:
     if reading.expected is None:
         return f"{count}: observed ratio {observed}."
     return f"{count}: expected ratio {ratio(reading.expected, 3)}, observed {observed}."
+
+
+# The incidents an incident verdict names; the rest are counted.
+_LISTED = 3
+
+
+def _where(incident: Incident) -> str:
+    evidence = incident.evidence
+    if evidence.file is None:
+        return ""
+    line = f":{evidence.line}" if evidence.line is not None else ""
+    return f" ({evidence.file}{line})"
+
+
+def incident_message(verdict: IncidentVerdict) -> str:
+    """The message of an incident kind's verdict: what it spoiled, and its worst incidents
+    (`_LISTED` of them) each with its iterations and the line that shows it."""
+    kind, mine, ended = verdict.kind, verdict.worst, verdict.ended
+    share = (
+        f"{percent(verdict.cost / verdict.run_iterations)} of the run's iterations"
+        if verdict.run_iterations
+        else ""
+    )
+    listed = "; ".join(_one(i) for i in mine[:_LISTED])
+    more = f" (and {len(mine) - _LISTED} more)" if len(mine) > _LISTED else ""
+    spoiled = f"{plural(verdict.cost, 'iteration')}" + (f", {share}" if share else "")
+    if kind == "divergence":
+        return f"the loss rose and did not come back: {listed}"
+    if kind in ("nan", "inf"):
+        what = "NaN" if kind == "nan" else "infinite"
+        end = "; the run's last record has them" if ended else ""
+        stretches = plural(len(mine), "stretch", "stretches")
+        return f"{what} values in {stretches} ({spoiled}){end}: {listed}{more}"
+    if kind == "loss_scale_collapse":
+        end = "; the run ended there" if ended else ""
+        return (
+            f"the fp16 loss scale fell to its floor or skipped iterations in a row "
+            f"({spoiled} skipped){end}: {listed}{more}"
+        )
+    noun = "loss spike" if kind == "loss_spike" else "gradient-norm spike"
+    return f"{plural(len(mine), noun)} ({spoiled} above the baseline): {listed}{more}"
+
+
+def _one(incident: Incident) -> str:
+    span = iterations(incident.first_iteration, incident.last_iteration)
+    where = _where(incident)
+    if incident.kind in ("nan", "inf"):
+        return f"{span}, {plural(incident.iterations, 'iteration')} ({incident.metric}){where}"
+    if incident.kind == "loss_scale_collapse":
+        return (
+            f"{span}: scale {number(incident.baseline, ',g')} to {number(incident.peak, ',g')}, "
+            f"{plural(incident.iterations, 'iteration')} skipped{where}"
+        )
+    what = "loss" if incident.metric == "loss" else "grad norm"
+    back = (
+        f", back in {plural(incident.recovery_iterations, 'iteration')}"
+        if incident.recovery_iterations is not None
+        else ", not back by the segment's end"
+    )
+    return (
+        f"{span}: {what} {number(incident.peak, '.4g')} at iteration {incident.peak_iteration} "
+        f"against {number(incident.baseline, '.4g')} ({ratio(incident.ratio)}){back}{where}"
+    )
