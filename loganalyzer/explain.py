@@ -19,6 +19,7 @@ from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
+from loganalyzer.analysis.verdicts import Verdict
 from loganalyzer.flops import waterfall
 from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
@@ -75,7 +76,10 @@ def explain(
         goodput,
         steps,
         objects,
-        [dataclasses.asdict(v) for v in verdicts],
+        [
+            dataclasses.asdict(Verdict(v.severity, v.code, wording.lever_message(v), v.lost_s))
+            for v in verdicts
+        ],
         period_causes(analysis, causes),
     )
 

@@ -65,6 +65,7 @@ CLEAN_OF_WORDING = (
     "loganalyzer.analysis.accounting",
     "loganalyzer.analysis.goodput",
     "loganalyzer.analysis.incident_verdicts",
+    "loganalyzer.analysis.levers",
     "loganalyzer.analysis.steady",
     "loganalyzer.flops.formulas",
 )

@@ -11,9 +11,18 @@ from loganalyzer.analysis.accounting import TimeAccounting
 from loganalyzer.analysis.goodput import HANG, PRODUCTIVE, UNLOGGED, BudgetLine, Goodput, Held
 from loganalyzer.analysis.incident_verdicts import IncidentVerdict
 from loganalyzer.analysis.incidents import Incident
+from loganalyzer.analysis.levers import Lever, LeverFacts
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
 from loganalyzer.flops.formulas import RatioReading
-from loganalyzer.render.numbers import duration, iterations, number, percent, plural, ratio
+from loganalyzer.render.numbers import (
+    TIMES,
+    duration,
+    iterations,
+    number,
+    percent,
+    plural,
+    ratio,
+)
 
 # How each framework counts the FLOPs it prints (the keys of `flops.formulas.EXPLAINED`).
 COUNTS = {
@@ -213,3 +222,109 @@ def _one(incident: Incident) -> str:
         f"{span}: {what} {number(incident.peak, '.4g')} at iteration {incident.peak_iteration} "
         f"against {number(incident.baseline, '.4g')} ({ratio(incident.ratio)}){back}{where}"
     )
+
+
+def lever_message(lever: Lever) -> str:
+    """The message of a cause-and-lever verdict: what the cause cost and the lever that
+    shrinks it, naming a flag only where the run's arguments list it unset."""
+    facts = lever.facts
+    if lever.code in ("CHECKPOINT_SAVE_COST", "EVALUATION_COST"):
+        return _event_message(lever)
+    if lever.code == "STRAGGLER_COST":
+        return (
+            f"{plural(lever.count, 'slow step')} trace to a straggling rank, "
+            f"{duration(lever.seconds)} ({percent(lever.share)}); the worst: {lever.evidence}. "
+            "Check that rank's node (thermals, ECC errors, a slow link) or exclude it"
+        )
+    if lever.code == "DATA_LOADING_COST":
+        workers = _flag(facts, "num_workers", "--num-workers")
+        return (
+            f"{plural(lever.count, 'slow step')} waited on the data loader, "
+            f"{duration(lever.seconds)} ({percent(lever.share)}); more loader workers"
+            f"{f' ({workers})' if workers else ''} or a faster dataset store shrink it"
+        )
+    given = lever.inputs
+    if lever.code == "PIPELINE_BUBBLE":
+        virtual = f" and {given['v']} virtual stages" if given["v"] > 1 else ""
+        return (
+            f"the pipeline bubble idles {percent(given['bubble_share'])} of each step at "
+            f"PP={given['p']} with {given['m']} micro-batches per step{virtual} "
+            f"((p-1)/(m·v + p-1)); {_bubble_lever(facts)}"
+        )
+    timers = sorted(given["timers_ms"].items(), key=lambda kv: -kv[1])
+    largest = ", ".join(f"{name} {number(ms, ',.0f', ' ms')}" for name, ms in timers[:3])
+    return (
+        f"communication timers take {percent(given['w'])} of the "
+        f"{number(given['step_ms'], ',.0f', ' ms')} step, {percent(given['c'])} beyond "
+        f"what the pipeline bubble explains (largest: {largest}); "
+        f"{_overlap_lever(facts)} shrinks it "
+        f"({TIMES}{lever.factor:.2f} on MFU)"
+    )
+
+
+def _event_message(lever: Lever) -> str:
+    facts = lever.facts
+    save = lever.code == "CHECKPOINT_SAVE_COST"
+    name = "checkpoint saves" if save else "evaluation"
+    every = f" every {lever.every} iterations" if lever.every is not None else ""
+    what = "save" if save else "evaluation"
+    if save:
+        flag = _flag(facts, "async_save", "--async-save")
+        lever_text = f"asynchronous saving{f' ({flag})' if flag else ''} would hide most of it"
+    else:
+        fewer, shorter = (
+            _flag(facts, "eval_interval", "--eval-interval"),
+            _flag(facts, "eval_iters", "--eval-iters"),
+        )
+        lever_text = (
+            f"fewer{f' ({fewer})' if fewer else ''} or shorter{f' ({shorter})' if shorter else ''}"
+            " evaluations shrink it"
+        )
+    return (
+        f"{name}{every} cost {percent(lever.share)} of the run ({plural(lever.count, what)} "
+        f"attributed, {duration(lever.median_s)} each at the median, {duration(lever.seconds)} "
+        f"in all); {lever_text}"
+    )
+
+
+def _flag(facts: LeverFacts, argument: str, flag: str) -> str | None:
+    """`flag`, quoted, where the run's arguments list `argument` and it is not set."""
+    return f"`{flag}`" if facts.unset(argument) else None
+
+
+def _bubble_lever(facts: LeverFacts) -> str:
+    """More micro-batches per step: a smaller micro-batch only where it is above 1."""
+    more = ["a larger global batch"]
+    if facts.micro_batch_size is None or facts.micro_batch_size > 1:
+        flag = _flag(facts, "micro_batch_size", "--micro-batch-size")
+        more.insert(0, f"a smaller micro-batch{f' ({flag})' if flag else ''}")
+    flag = _flag(
+        facts, "num_layers_per_virtual_pipeline_stage", "--num-layers-per-virtual-pipeline-stage"
+    )
+    return (
+        f"more micro-batches per step ({' or '.join(more)}) or an interleaved schedule"
+        f"{f' ({flag})' if flag else ''} shrink it"
+    )
+
+
+def _overlap_lever(facts: LeverFacts) -> str:
+    """Overlapping communication with compute, with the flags the run's version has, for the
+    reductions data parallelism does (DP > 1) and the sends a pipeline does (PP > 1)."""
+    parts = []
+    if facts.data_parallel is None or facts.data_parallel > 1:
+        flags = [
+            f
+            for f in (
+                _flag(facts, "overlap_grad_reduce", "--overlap-grad-reduce"),
+                _flag(facts, "overlap_param_gather", "--overlap-param-gather"),
+            )
+            if f
+        ]
+        parts.append(
+            "the data-parallel reductions" + (f" ({' and '.join(flags)})" if flags else "")
+        )
+    if facts.pipeline is None or facts.pipeline > 1:
+        flag = _flag(facts, "overlap_p2p_comm", "--overlap-p2p-communication")
+        parts.append("the pipeline sends" + (f" ({flag})" if flag else ""))
+    what = " and ".join(parts) if parts else "the communication"
+    return f"overlapping {what} with compute"
