@@ -19,9 +19,11 @@ from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
+from loganalyzer.analysis.verdicts import Verdict
 from loganalyzer.flops import waterfall
 from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
+from loganalyzer.render import wording
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,9 @@ def explain(
     steps = waterfall.build(_inputs(run, analysis, facts, efficiency, goodput, shares))
     device = facts.gpu.accelerator.memory_gb if facts.gpu else None
     health = assess(run.table, run.metrics, shares, device, tokens_per_s, facts.num_gpus)
-    budget_json = dataclasses.asdict(goodput)
-    del budget_json["beyond_clock"]  # the document's `invariants` says it
     objects = {
         "goodput": {
-            **budget_json,
+            **_budget_json(goodput),
             "attributed": [dataclasses.asdict(cost) for cost in causes.events],
         },
         "waterfall": dataclasses.asdict(steps),
@@ -76,12 +76,36 @@ def explain(
         goodput,
         steps,
         objects,
-        [dataclasses.asdict(v) for v in verdicts],
+        [
+            dataclasses.asdict(Verdict(v.severity, v.code, wording.lever_message(v), v.lost_s))
+            for v in verdicts
+        ],
         period_causes(analysis, causes),
     )
 
 
 PERIODIC_CAUSES = {"checkpoint_save": "checkpoint saves", "evaluation": "evaluations"}
+
+
+def _budget_json(goodput: Goodput) -> dict[str, Any]:
+    """The document's goodput budget: its facts and the sentences worded from them (its
+    `beyond_clock` is left to the document's `invariants`, which says it)."""
+    held = goodput.hang
+    return {
+        "wall_s": goodput.wall_s,
+        "wall_clock": goodput.wall_clock,
+        "lines": [dataclasses.asdict(line) for line in goodput.lines],
+        "goodput": goodput.goodput,
+        "summary": wording.goodput_summary(goodput),
+        "hang": None
+        if held is None
+        else {
+            "seconds": held.seconds,
+            "bound": held.bound,
+            "extends_s": held.extends_s,
+            "note": wording.hang_note(held),
+        },
+    }
 
 
 def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:

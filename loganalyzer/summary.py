@@ -78,7 +78,14 @@ from loganalyzer.analysis.outcome import (
     launch_endings,
     progress_of,
 )
-from loganalyzer.analysis.verdicts import MfuInputs, ReferenceBand, judge, reference_band
+from loganalyzer.analysis.steady import Warmup
+from loganalyzer.analysis.verdicts import (
+    MfuInputs,
+    ReferenceBand,
+    Verdict,
+    judge,
+    reference_band,
+)
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
 from loganalyzer.explain import mfu_goodput as goodput_mfu_of
@@ -94,6 +101,7 @@ from loganalyzer.flops.efficiency import (
 from loganalyzer.flops.peaks import resolution_json
 from loganalyzer.load import Loaded
 from loganalyzer.model import MODEL_FACTS, PARALLELISM_FACTS, Run
+from loganalyzer.render import wording
 from loganalyzer.render.clocks import clock_notes
 from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.invariants import invariant_warnings
@@ -190,7 +198,10 @@ def build_summary(
     left_out = [s.path for s in run.sources if s.format == "megatron"]
     units = {s.path: s.unit for s in run.sources}
     incidents = find_incidents(run.table, left_out)
-    verdicts += judge_incidents(incidents, analysis.iterations, analysis.last_iteration, units)
+    verdicts += [
+        Verdict(v.severity, v.code, wording.incident_message(v, units))
+        for v in judge_incidents(incidents, analysis.iterations, analysis.last_iteration)
+    ]
     document = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -242,12 +253,12 @@ def build_summary(
         "reported": {
             "tflops_per_gpu": efficiency.reported_tflops_per_gpu,
             "recomputed_over_reported": efficiency.recomputed_over_reported,
-            "explanation": efficiency.reported_explanation,
+            "explanation": wording.reported_ratio(efficiency.reported_reading),
             "mfu": efficiency.reported_mfu,
         },
         "peak": efficiency.peak,
         "reference": _reference(reference_band(mfu_inputs)),
-        "warmup": [dataclasses.asdict(w) for w in analysis.warmup],
+        "warmup": [_warmup(w) for w in analysis.warmup],
         "slow_steps": _slow_steps(analysis),
         "periodic": [dataclasses.asdict(p) for p in analysis.slow.periodic],
         "restarts": [
@@ -423,6 +434,13 @@ def _slow_steps(analysis: Analysis) -> list[dict[str, Any]]:
     return steps
 
 
+def _warmup(warmup: Warmup) -> dict[str, Any]:
+    """A segment's warm-up as the document says it: the facts and the reason worded from them."""
+    document = dataclasses.asdict(warmup)
+    del document["fixed"], document["peak_ratio"]
+    return {**document, "reason": wording.warmup_reason(warmup)}
+
+
 def _time(analysis: Analysis) -> dict[str, Any]:
     time = analysis.time
     return {
@@ -434,7 +452,7 @@ def _time(analysis: Analysis) -> dict[str, Any]:
             "warmup": time.warmup_s,
             "stalls": time.stalls_s,
         },
-        "summary": time.summary,
+        "summary": wording.time_summary(time),
     }
 
 

@@ -7,6 +7,7 @@ import pytest
 from loganalyzer.analysis import analyse
 from loganalyzer.model import empty_metrics
 from loganalyzer.render.numbers import duration
+from loganalyzer.render.wording import time_summary
 from tests.analysis_factories import cumulative_timestamps, make_table
 
 NO_METRICS = empty_metrics()
@@ -27,7 +28,7 @@ def test_logged_time_splits_into_productive_warmup_and_slow_steps() -> None:
     assert time.slow_steps_s == pytest.approx(2.0)
     assert time.productive_s == pytest.approx(100.0)
     assert (time.redone_s, time.restart_gaps_s, time.stalls_s, time.restarts_s) == (0, 0, 0, 0)
-    assert time.summary == (
+    assert time_summary(time) == (
         "Of 105 s logged, 100 s (95.2 %) ran at the steady pace; 2 s went to slow steps, "
         "3 s to warm-up and 0 s to redone work."
     )
@@ -48,13 +49,13 @@ def test_restart_gaps_and_stalls_add_wall_clock_time_outside_the_logged_time() -
     assert time.stalls_s == pytest.approx(60.0)
     assert time.restarts_s == pytest.approx(310.0)
     assert time.productive_s == pytest.approx(190.0)
-    assert time.summary.endswith("and restarts and stalls added 6.0 min of wall-clock time.")
+    assert time_summary(time).endswith("and restarts and stalls added 6.0 min of wall-clock time.")
 
 
 def test_empty_table_has_nothing_to_account() -> None:
     result = analyse(make_table([]), NO_METRICS)
     assert result.time.logged_s == 0
-    assert result.time.summary == "No timed records were logged."
+    assert time_summary(result.time) == "No timed records were logged."
     assert result.step_time_s.median is None
 
 

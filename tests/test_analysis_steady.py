@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.steady import _window_flags, warmup_flags
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.wording import warmup_reason
 from tests.analysis_factories import make_table, synthetic_run
 
 NO_METRICS = empty_metrics()
@@ -22,7 +23,7 @@ def test_leading_slow_records_of_each_segment_are_warmup() -> None:
         (0, 2, 2, 2),
         (1, 2, 2, 602),
     ]
-    assert "compilation and start-up" in result.warmup[0].reason
+    assert "compilation and start-up" in warmup_reason(result.warmup[0])
     assert result.slow.steps == ()
 
 
@@ -40,7 +41,7 @@ def test_megatron_first_interval_is_warmup_of_one_record() -> None:
 def test_clean_run_has_no_warmup() -> None:
     result = analyse(synthetic_run(500).table, NO_METRICS)
     assert [w.records for w in result.warmup] == [0]
-    assert result.warmup[0].reason.startswith("no leading record")
+    assert warmup_reason(result.warmup[0]).startswith("no leading record")
 
 
 def test_warmup_is_capped_so_a_slow_start_is_left_to_slow_steps() -> None:
@@ -61,7 +62,7 @@ def test_warmup_override_counts_iterations_from_each_segment_start(
     result = analyse(table, NO_METRICS, warmup=warmup)
     assert [w.records for w in result.warmup] == [records, records]
     assert [w.iterations for w in result.warmup] == [100 * records, 100 * records]
-    assert result.warmup[0].reason.startswith(f"--warmup {warmup}:")
+    assert warmup_reason(result.warmup[0]).startswith(f"--warmup {warmup}:")
 
 
 def test_step_time_stats_over_all_and_steady_records() -> None:

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loganalyzer.flops.formulas import (
+    EXPLAINED,
     ShapeError,
     compute_flops,
-    explain_reported_ratio,
     hf_trainer_flops,
     megatron_core_v011_flops,
     megatron_deepspeed_reported_flops,
+    read_reported_ratio,
     tflops_per_gpu,
     utilisation,
 )
 from loganalyzer.flops.shape import ModelShape, count_parameters
+from loganalyzer.render.wording import COUNTS, reported_ratio
 
 ORACLES = Path(__file__).parent.parent / "fixtures" / "spec" / "flops-oracles.csv"
 ROWS = list(csv.DictReader(ORACLES.read_text(encoding="utf-8").splitlines()))
@@ -209,6 +212,15 @@ def test_megatron_deepspeed_formula() -> None:
     expected = 24 * 4 * batch * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
     assert megatron_deepspeed_reported_flops(shape, batch, True) == pytest.approx(expected)
     assert megatron_deepspeed_reported_flops(shape, batch, False) == pytest.approx(expected * 3 / 4)
+
+
+def explain_reported_ratio(*args: Any) -> str | None:
+    """The document's `reported.explanation`: the reading of the ratio, worded."""
+    return reported_ratio(read_reported_ratio(*args))
+
+
+def test_every_count_read_is_worded() -> None:
+    assert set(COUNTS) == EXPLAINED
 
 
 def test_explain_megatron_deepspeed_ratio() -> None:

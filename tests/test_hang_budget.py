@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from loganalyzer.analysis.goodput import HANG, held_after
 from loganalyzer.analysis.outcome import Outcome
 from loganalyzer.cli import main
+from loganalyzer.render.wording import hang_note
 
 ENDINGS = Path(__file__).parent.parent / "fixtures" / "endings"
 
@@ -175,7 +176,7 @@ def test_the_rule_counts_beyond_one_interval() -> None:
         25624.887,
     )
     unknown = held_after(_outcome(status="killed", reason="time_limit"), 60.0)
-    assert unknown is not None and unknown.seconds is None and unknown.note
+    assert unknown is not None and unknown.seconds is None and hang_note(unknown)
     assert held_after(_outcome(reason="oom"), 60.0) is None
 
 

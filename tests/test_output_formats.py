@@ -44,6 +44,7 @@ LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 # their own tests
 NOT_FORMATS = {
     "numbers",
+    "wording",
     "ending",
     "view",
     "viewmodel",

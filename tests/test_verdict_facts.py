@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
+from loganalyzer.render.numbers import listing
 
 EXAMPLE = "fixtures/megatron/bigscience_gpt2_tp4_pp8.out"
 
@@ -96,3 +98,20 @@ def test_hf_eval_runtime_splits_a_save_and_an_evaluation_at_one_step(shared_logs
     assert slow[16]["kind"] == "unknown"
     lines = {line["name"]: line["seconds"] for line in doc["goodput"]["lines"]}
     assert abs(lines["evaluation"] - 1.1908) < 1e-6
+
+
+def test_the_options_an_unknown_mfu_needs_read_as_a_list() -> None:
+    """ALCF's Megatron-DeepSpeed log gives neither its shape nor its GPUs: three options, said
+    as a sentence lists them in the verdict and in the MFU row alike."""
+    log = "fixtures/megatron_deepspeed/alcf_tgs.txt"
+    (verdict,) = [v for v in _doc(log)["verdicts"] if v["code"] == "MFU_UNKNOWN"]
+    assert verdict["message"].endswith("; pass --model, --gpu and --num-gpus")
+    assert "MFU                  unknown: pass --model, --gpu and --num-gpus" in _run(log)
+
+
+@pytest.mark.parametrize(
+    ("items", "said"),
+    [((), ""), (("--gpu",), "--gpu"), (("a", "b"), "a and b"), (("a", "b", "c"), "a, b and c")],
+)
+def test_listing_reads_as_a_sentence(items: tuple[str, ...], said: str) -> None:
+    assert listing(items) == said

@@ -16,6 +16,7 @@ from loganalyzer.analysis.goodput import budget
 from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
 from loganalyzer.flops.waterfall import Inputs, build
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.wording import lever_message
 from tests.analysis_factories import cumulative_timestamps, make_table
 
 
@@ -114,13 +115,13 @@ def test_checkpoint_verdict_names_the_interval_the_count_and_the_lever() -> None
     printed = LeverFacts(arguments={"async_save": False})
     (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule, printed)
     assert verdict.code == "CHECKPOINT_SAVE_COST"
-    assert verdict.message == (
+    assert lever_message(verdict) == (
         "checkpoint saves every 500 iterations cost 3.8 % of the run (3 saves attributed, "
         "21 s each at the median, 63 s in all); asynchronous saving (`--async-save`) would "
         "hide most of it"
     )
     (verdict,) = lever_verdicts(causes, goodput, waterfall, schedule)
-    assert verdict.message.endswith("; asynchronous saving would hide most of it")
+    assert lever_message(verdict).endswith("; asynchronous saving would hide most of it")
 
 
 def test_levers_name_only_the_flags_the_run_has_and_the_values_it_can_change() -> None:
@@ -147,7 +148,7 @@ def test_levers_name_only_the_flags_the_run_has_and_the_values_it_can_change() -
 
     def said(facts: LeverFacts) -> dict[str, str]:
         verdicts = lever_verdicts(causes, goodput, build(inputs), Schedule(), facts)
-        return {v.code: v.message for v in verdicts}
+        return {v.code: lever_message(v) for v in verdicts}
 
     core = {"overlap_grad_reduce": False, "overlap_param_gather": False, "overlap_p2p_comm": False}
     found = said(LeverFacts(core | {"micro_batch_size": 2}, 2, 4, 8))

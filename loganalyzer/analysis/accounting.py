@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from loganalyzer.analysis.restarts import Restart, Stall
 from loganalyzer.analysis.slow_steps import SlowSteps
 from loganalyzer.analysis.steady import Warmup
-from loganalyzer.render.numbers import duration, percent
 
 
 @dataclass(frozen=True)
 class TimeAccounting:
-    """Seconds; `logged_s` = productive + warm-up + slow steps + redone work."""
+    """Seconds; `logged_s` = productive + warm-up + slow steps + redone work. The sentence that
+    says it is `render.wording.time_summary`."""
 
     logged_s: float
     productive_s: float
@@ -29,7 +29,6 @@ class TimeAccounting:
     restart_gaps_s: float
     stalls_s: float
     restarts_s: float
-    summary: str
 
 
 def account(
@@ -58,23 +57,4 @@ def account(
         restart_gaps_s=gaps_s,
         stalls_s=stalls_s,
         restarts_s=redone_s + gaps_s,
-        summary=_summary(
-            logged_s, productive_s, slow.lost_s, warmup_s, redone_s, gaps_s + stalls_s
-        ),
     )
-
-
-def _summary(
-    logged: float, productive: float, slow: float, warmup: float, redone: float, outside: float
-) -> str:
-    if logged <= 0:
-        return "No timed records were logged."
-    share = productive / logged
-    sentence = (
-        f"Of {duration(logged)} logged, {duration(productive)} ({percent(share)}) ran at the "
-        f"steady pace; {duration(slow)} went to slow steps, {duration(warmup)} to warm-up and "
-        f"{duration(redone)} to redone work"
-    )
-    if outside > 0:
-        sentence += f", and restarts and stalls added {duration(outside)} of wall-clock time"
-    return sentence + "."

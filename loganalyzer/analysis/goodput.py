@@ -35,7 +35,6 @@ from loganalyzer.analysis._records import by_segment, timed_records
 from loganalyzer.analysis.causes import Causes
 from loganalyzer.analysis.clocks import resolution_of
 from loganalyzer.analysis.outcome import Outcome
-from loganalyzer.render.numbers import duration, percent
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
@@ -95,14 +94,17 @@ class BudgetLine:
 @dataclass(frozen=True)
 class Held:
     """Time from the last progress to the ending. `seconds` is the budget line (None: unknown,
-    `note` says why), `bound` "exact" or "at_least" (the hang began before the first line
-    timed after the last progress, or an NCCL collective ran at least that long), and
-    `extends_s` what it adds to the wall clock: the line plus the log interval in flight."""
+    `render.wording.hang_note` says why), `bound` "exact" or "at_least" (the hang began before
+    the first line timed after the last progress, or an NCCL collective ran at least that
+    long), `extends_s` what it adds to the wall clock: the line plus the log interval in
+    flight; `last_iteration` the last progress and `ending_at` the ending's time as printed
+    (None: the log printed none)."""
 
     seconds: float | None
     bound: str | None
     extends_s: float
-    note: str | None
+    last_iteration: int
+    ending_at: str | None
 
 
 def held_after(outcome: Outcome, line_pace_s: float | None) -> Held | None:
@@ -122,33 +124,23 @@ def held_after(outcome: Outcome, line_pace_s: float | None) -> Held | None:
     if hang is None:
         if outcome.status == "crashed" and outcome.reason != "nccl_timeout":
             return None
-        where = f"iteration {outcome.last_iteration:,}"
-        return Held(
-            None,
-            None,
-            0.0,
-            f"time from the last progress ({where}) to the ending unknown: no time printed "
-            "after the last progress"
-            if outcome.at is None
-            else f"time from the last progress ({where}) to the ending ({outcome.at}) "
-            "unknown: the iteration lines carry no time and nothing after them has one",
-        )
+        return Held(None, None, 0.0, outcome.last_iteration, outcome.at)
     interval = line_pace_s or 0.0
     if hang <= interval:
         return None
-    return Held(hang - interval, bound, hang, None)
+    return Held(hang - interval, bound, hang, outcome.last_iteration, outcome.at)
 
 
 @dataclass(frozen=True)
 class Goodput:
     """The budget; `lines` sum to `wall_s`. `goodput` is the productive share of the wall
-    clock the log covers (iterations not in the log left out: they are unknown, not lost)."""
+    clock the log covers (iterations not in the log left out: they are unknown, not lost).
+    `render.wording.goodput_summary` words it."""
 
     wall_s: float
     wall_clock: str
     lines: tuple[BudgetLine, ...]
     goodput: float | None
-    summary: str
     beyond_clock: UnloggedExcess | None
     hang: Held | None = None
 
@@ -213,7 +205,6 @@ def budget(
         wall_clock=clock.how,
         lines=lines,
         goodput=share,
-        summary=_summary(covered, lines, share, held),
         beyond_clock=clock.beyond,
         hang=held,
     )
@@ -367,26 +358,3 @@ def _excess(gaps: pl.DataFrame | None) -> UnloggedExcess | None:
         first_after_iteration=int(gaps.item(0, "after")),
         first_iteration=int(gaps.item(0, "iteration")),
     )
-
-
-def _bounded(line: BudgetLine, bound: str | None) -> str:
-    return "at least " if line.name == HANG and bound == "at_least" else ""
-
-
-def _summary(
-    covered: float, lines: tuple[BudgetLine, ...], share: float | None, held: Held | None
-) -> str:
-    bound = held.bound if held else None
-    if covered <= 0:
-        return "No wall-clock time was logged."
-    badput = sorted(
-        (line for line in lines if line.name not in (PRODUCTIVE, UNLOGGED) and line.seconds > 0),
-        key=lambda line: -line.seconds,
-    )
-    listed = ", ".join(
-        f"{line.name} {_bounded(line, bound)}{duration(line.seconds)} ({percent(line.share)})"
-        for line in badput[:3]
-    )
-    text = f"Goodput {percent(share)} of the {duration(covered)} the log covers"
-    text += f"; largest losses: {listed}." if listed else "; no time lost."
-    return text + (f" The {HANG}: {held.note}." if held and held.note else "")

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loganalyzer.analysis.causes import Causes
 from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput
-from loganalyzer.analysis.verdicts import Severity, Verdict
-from loganalyzer.render.numbers import TIMES, duration, number, percent, plural
+from loganalyzer.analysis.verdicts import Severity
 
 if TYPE_CHECKING:
     from loganalyzer.flops.waterfall import Waterfall
@@ -45,11 +44,33 @@ class LeverFacts:
     data_parallel: int | None = None
     pipeline: int | None = None
 
-    def flag(self, argument: str, flag: str) -> str | None:
-        """`flag`, quoted, where the run's arguments list `argument` and it is not set."""
-        if argument not in self.arguments or self.arguments[argument] is True:
-            return None
-        return f"`{flag}`"
+    def unset(self, argument: str) -> bool:
+        """Whether the run's arguments list `argument` and it is not set: its flag can be
+        named as the lever."""
+        return argument in self.arguments and self.arguments[argument] is not True
+
+
+@dataclass(frozen=True)
+class Lever:
+    """A verdict that names a cause and its lever, as facts: `code` the cause, `seconds` and
+    `share` what the budget line holds (of the wall clock), `count` the events or slow steps
+    attributed, `median_s` an event's median cost, `every` the iterations between saves or
+    evaluations, `evidence` the worst straggler's, `inputs` and `factor` the waterfall step's
+    (pipeline bubble, exposed communication), `facts` what the run shows about the levers.
+    `render.wording.lever_message` words it."""
+
+    severity: Severity
+    code: str
+    lost_s: float
+    facts: LeverFacts
+    seconds: float = 0.0
+    share: float | None = None
+    count: int = 0
+    median_s: float | None = None
+    every: int | None = None
+    evidence: str | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    factor: float = 1.0
 
 
 def lever_verdicts(
@@ -58,14 +79,14 @@ def lever_verdicts(
     steps: Waterfall,
     schedule: Schedule,
     facts: LeverFacts | None = None,
-) -> list[Verdict]:
+) -> list[Lever]:
     """The cause-and-lever verdicts of one run."""
     known = facts or LeverFacts()
     steady_s, _ = _line(goodput, "productive steady steps")
     verdicts = [
         *_event_verdict(causes, goodput, schedule, "checkpoint_save", known),
         *_event_verdict(causes, goodput, schedule, "evaluation", known),
-        *_straggler_verdict(causes, goodput),
+        *_straggler_verdict(causes, goodput, known),
         *_data_verdict(causes, goodput, known),
         *_waterfall_verdicts(steps, known, steady_s),
     ]
@@ -83,7 +104,7 @@ def _line(goodput: Goodput, name: str) -> tuple[float, float | None]:
 
 def _event_verdict(
     causes: Causes, goodput: Goodput, schedule: Schedule, kind: str, facts: LeverFacts
-) -> list[Verdict]:
+) -> list[Lever]:
     # each save or evaluation once, however many entries paid for it
     costs = list(causes.event_seconds(kind).values())
     if not costs:
@@ -93,118 +114,78 @@ def _event_verdict(
     if share is None or share < MIN_RUN_SHARE:
         return []
     interval = schedule.save if kind == "checkpoint_save" else schedule.evaluation
-    every = f" every {interval.iterations} iterations" if interval else ""
-    what = "save" if kind == "checkpoint_save" else "evaluation"
-    if kind == "checkpoint_save":
-        flag = facts.flag("async_save", "--async-save")
-        lever = f"asynchronous saving{f' ({flag})' if flag else ''} would hide most of it"
-    else:
-        fewer, shorter = (
-            facts.flag("eval_interval", "--eval-interval"),
-            facts.flag("eval_iters", "--eval-iters"),
-        )
-        lever = (
-            f"fewer{f' ({fewer})' if fewer else ''} or shorter{f' ({shorter})' if shorter else ''}"
-            " evaluations shrink it"
-        )
-    message = (
-        f"{name}{every} cost {percent(share)} of the run ({plural(len(costs), what)} attributed, "
-        f"{duration(median(costs))} each at the median, {duration(seconds)} in all); {lever}"
-    )
     code = "CHECKPOINT_SAVE_COST" if kind == "checkpoint_save" else "EVALUATION_COST"
-    return [Verdict(_severity(share), code, message, seconds)]
+    return [
+        Lever(
+            _severity(share),
+            code,
+            seconds,
+            facts,
+            seconds=seconds,
+            share=share,
+            count=len(costs),
+            median_s=median(costs),
+            every=interval.iterations if interval else None,
+        )
+    ]
 
 
-def _straggler_verdict(causes: Causes, goodput: Goodput) -> list[Verdict]:
+def _straggler_verdict(causes: Causes, goodput: Goodput, facts: LeverFacts) -> list[Lever]:
     found = [e for e in causes.entries if e.cause.kind == "straggler"]
     if not found:
         return []
     seconds, share = _line(goodput, "stragglers")
     worst = max(found, key=lambda e: e.lost_s)
-    message = (
-        f"{plural(len(found), 'slow step')} trace to a straggling rank, {duration(seconds)} "
-        f"({percent(share)}); the worst: {worst.cause.evidence}. Check that rank's node "
-        "(thermals, ECC errors, a slow link) or exclude it"
-    )
-    return [Verdict(_severity(share), "STRAGGLER_COST", message, seconds)]
+    return [
+        Lever(
+            _severity(share),
+            "STRAGGLER_COST",
+            seconds,
+            facts,
+            seconds=seconds,
+            share=share,
+            count=len(found),
+            evidence=worst.cause.evidence,
+        )
+    ]
 
 
-def _data_verdict(causes: Causes, goodput: Goodput, facts: LeverFacts) -> list[Verdict]:
+def _data_verdict(causes: Causes, goodput: Goodput, facts: LeverFacts) -> list[Lever]:
     found = [e for e in causes.entries if e.cause.kind == "data_loading"]
     if not found:
         return []
     seconds, share = _line(goodput, "data loading")
-    workers = facts.flag("num_workers", "--num-workers")
-    message = (
-        f"{plural(len(found), 'slow step')} waited on the data loader, {duration(seconds)} "
-        f"({percent(share)}); more loader workers{f' ({workers})' if workers else ''} or a "
-        "faster dataset store shrink it"
-    )
-    return [Verdict(_severity(share), "DATA_LOADING_COST", message, seconds)]
+    return [
+        Lever(
+            _severity(share),
+            "DATA_LOADING_COST",
+            seconds,
+            facts,
+            seconds=seconds,
+            share=share,
+            count=len(found),
+        )
+    ]
 
 
-def _waterfall_verdicts(steps: Waterfall, facts: LeverFacts, steady_s: float) -> list[Verdict]:
+def _waterfall_verdicts(steps: Waterfall, facts: LeverFacts, steady_s: float) -> list[Lever]:
     verdicts = []
     for step in steps.steps:
         given = step.inputs
         if step.name == "pipeline bubble" and given["bubble_share"] >= MIN_STEP_SHARE:
-            virtual = f" and {given['v']} virtual stages" if given["v"] > 1 else ""
-            message = (
-                f"the pipeline bubble idles {percent(given['bubble_share'])} of each step at "
-                f"PP={given['p']} with {given['m']} micro-batches per step{virtual} "
-                f"((p-1)/(m·v + p-1)); {_bubble_lever(facts)}"
-            )
             severity: Severity = "warning" if given["bubble_share"] > BUBBLE_WARNING else "info"
             lost = given["bubble_share"] * steady_s
-            verdicts.append(Verdict(severity, "PIPELINE_BUBBLE", message, lost))
+            verdicts.append(Lever(severity, "PIPELINE_BUBBLE", lost, facts, inputs=given))
         if step.name == "exposed communication" and given["c"] >= MIN_STEP_SHARE:
-            timers = sorted(given["timers_ms"].items(), key=lambda kv: -kv[1])
-            largest = ", ".join(f"{name} {number(ms, ',.0f', ' ms')}" for name, ms in timers[:3])
-            message = (
-                f"communication timers take {percent(given['w'])} of the "
-                f"{number(given['step_ms'], ',.0f', ' ms')} step, {percent(given['c'])} beyond "
-                f"what the pipeline bubble explains (largest: {largest}); "
-                f"{_overlap_lever(facts)} shrinks it "
-                f"({TIMES}{step.factor:.2f} on MFU)"
-            )
             lost = given["c"] * steady_s
-            verdicts.append(Verdict(_severity(given["c"]), "EXPOSED_COMMUNICATION", message, lost))
-    return verdicts
-
-
-def _bubble_lever(facts: LeverFacts) -> str:
-    """More micro-batches per step: a smaller micro-batch only where it is above 1."""
-    more = ["a larger global batch"]
-    if facts.micro_batch_size is None or facts.micro_batch_size > 1:
-        flag = facts.flag("micro_batch_size", "--micro-batch-size")
-        more.insert(0, f"a smaller micro-batch{f' ({flag})' if flag else ''}")
-    flag = facts.flag(
-        "num_layers_per_virtual_pipeline_stage", "--num-layers-per-virtual-pipeline-stage"
-    )
-    return (
-        f"more micro-batches per step ({' or '.join(more)}) or an interleaved schedule"
-        f"{f' ({flag})' if flag else ''} shrink it"
-    )
-
-
-def _overlap_lever(facts: LeverFacts) -> str:
-    """Overlapping communication with compute, with the flags the run's version has, for the
-    reductions data parallelism does (DP > 1) and the sends a pipeline does (PP > 1)."""
-    parts = []
-    if facts.data_parallel is None or facts.data_parallel > 1:
-        flags = [
-            f
-            for f in (
-                facts.flag("overlap_grad_reduce", "--overlap-grad-reduce"),
-                facts.flag("overlap_param_gather", "--overlap-param-gather"),
+            verdicts.append(
+                Lever(
+                    _severity(given["c"]),
+                    "EXPOSED_COMMUNICATION",
+                    lost,
+                    facts,
+                    inputs=given,
+                    factor=step.factor,
+                )
             )
-            if f
-        ]
-        parts.append(
-            "the data-parallel reductions" + (f" ({' and '.join(flags)})" if flags else "")
-        )
-    if facts.pipeline is None or facts.pipeline > 1:
-        flag = facts.flag("overlap_p2p_comm", "--overlap-p2p-communication")
-        parts.append("the pipeline sends" + (f" ({flag})" if flag else ""))
-    what = " and ".join(parts) if parts else "the communication"
-    return f"overlapping {what} with compute"
+    return verdicts

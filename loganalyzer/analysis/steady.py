@@ -26,7 +26,6 @@ from loganalyzer.analysis.clocks import (
     pace_method,
     pace_of,
 )
-from loganalyzer.render.numbers import plural, ratio
 
 # Leading records above this multiple of the pace are warm-up. Lower than the slow-step
 # factor: the tail of a warm-up is only mildly slow (Megatron's first record averages
@@ -42,7 +41,9 @@ MIN_DRIFT_RECORDS = 20
 
 @dataclass(frozen=True)
 class Warmup:
-    """The warm-up of one segment: what was excluded from the steady state, and why."""
+    """The warm-up of one segment: what was excluded from the steady state, and why: `fixed`
+    the `--warmup` iterations given (None: detected), `peak_ratio` the slowest warm-up record
+    over the pace (None: no warm-up record). `render.wording.warmup_reason` words it."""
 
     segment: int
     records: int
@@ -50,7 +51,8 @@ class Warmup:
     last_iteration: int | None
     time_s: float
     lost_s: float
-    reason: str
+    fixed: int | None
+    peak_ratio: float | None
 
 
 def warmup_flags(recs: pl.DataFrame, warmup: int | None) -> pl.Series:
@@ -134,7 +136,8 @@ def summarise_warmup(recs: pl.DataFrame, warmup: int | None, pace_s: float) -> t
             last_iteration=row["last_iteration"],
             time_s=row["time_s"],
             lost_s=row["lost_s"],
-            reason=_reason(warmup, row["records"], row["peak_ratio"]),
+            fixed=warmup,
+            peak_ratio=row["peak_ratio"],
         )
         for row in rows.iter_rows(named=True)
     )
@@ -184,14 +187,3 @@ def _unresolved(records: pl.DataFrame) -> float:
 def _median_and_span(records: pl.DataFrame, method: PaceMethod) -> tuple[float, tuple[int, int]]:
     span = (int(records.head(1).select(first_iteration()).item()), int(records["iteration"][-1]))
     return pace_of(records, method) or 0.0, span
-
-
-def _reason(warmup: int | None, records: int, peak_ratio: float | None) -> str:
-    if warmup is not None:
-        return f"--warmup {warmup}: the first {warmup} iterations of each segment are excluded"
-    if records == 0:
-        return f"no leading record above {ratio(WARMUP_FACTOR)} the pace"
-    return (
-        f"the first {plural(records, 'record')} ran above {ratio(WARMUP_FACTOR)} the pace "
-        f"(up to {ratio(peak_ratio)}): compilation and start-up"
-    )

@@ -33,6 +33,7 @@ from loganalyzer.analysis.slow_steps import Sustained
 from loganalyzer.render.numbers import (
     duration,
     iterations,
+    listing,
     percent,
     plural,
     ratio,
@@ -241,7 +242,7 @@ def _mfu_unknown(missing: tuple[tuple[str, str | None], ...]) -> list[Verdict]:
         return []
     lacks = ", ".join(_INPUTS.get(name, name.replace("_", " ")) for name, _ in missing)
     options = list(dict.fromkeys(option for _, option in missing if option))
-    passing = f"; pass {' and '.join(options)}" if options else ""
+    passing = f"; pass {listing(options)}" if options else ""
     message = f"MFU unknown: the run does not give its {lacks}{passing}"
     return [Verdict("info", "MFU_UNKNOWN", message)]
 

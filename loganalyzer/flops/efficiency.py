@@ -20,11 +20,12 @@ from loganalyzer.flops.fallbacks import seq_length_from_consumed
 from loganalyzer.flops.formulas import (
     RECOMPUTE,
     FlopsResult,
+    RatioReading,
     ShapeError,
     achieved,
     compute_flops,
     expected_reported_ratio,
-    explain_reported_ratio,
+    read_reported_ratio,
     tflops_per_gpu,
     utilisation,
 )
@@ -72,7 +73,8 @@ class Efficiency:
     peak: dict[str, object] | None
     reported_tflops_per_gpu: float | None
     recomputed_over_reported: float | None
-    reported_explanation: str | None
+    # why recomputed / reported is not 1 (`render.wording.reported_ratio` words it)
+    reported_reading: RatioReading | None
     # the framework's own MFU, as printed (a fraction): torchtitan's `mfu:`, against its peak
     reported_mfu: float | None
     expected_ratio: float | None
@@ -402,9 +404,9 @@ def measure(
     ratio = shown / reported if shown is not None and reported else None
     if ratio is None and flops is not None:
         ratio = _ratio_to_total_flos(run, flops.per_iteration)
-    explanation = expected = None
+    reading = expected = None
     if ratio is not None:
-        explanation = explain_reported_ratio(
+        reading = read_reported_ratio(
             run.framework, ratio, recompute, facts.shape, facts.global_batch_size
         )
         if facts.global_batch_size:
@@ -419,7 +421,7 @@ def measure(
         peak=peak,
         reported_tflops_per_gpu=reported,
         recomputed_over_reported=ratio,
-        reported_explanation=explanation,
+        reported_reading=reading,
         reported_mfu=reported_mfu,
         expected_ratio=expected,
         params=params,

@@ -12,7 +12,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from loganalyzer.flops.shape import ModelShape, ParamCounts, count_parameters
-from loganalyzer.render.numbers import ratio as ratio_text
 
 FORMULAS = ("megatron", "palm", "6n", "megatron-paper")
 RECOMPUTE = ("none", "selective", "full")
@@ -381,63 +380,54 @@ def hf_trainer_flops(shape: ModelShape, global_batch_size: int) -> float:
     return 6.0 * (counts.total - counts.input_tables) * tokens
 
 
-_EXPLAIN = {
-    "megatron-lm": "Megatron-LM (core >= 0.12) uses this same formula",
-    "megatron-lm-0.11": (
-        "Megatron-LM up to core 0.11 does not halve attention for the causal mask"
-        " and applies MoE top-k to every layer"
-    ),
-    "megatron-deepspeed": (
-        "Megatron-DeepSpeed's TFLOPs uses 24·factor·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)),"
-        " factor 4 with activation checkpointing (it counts the recompute), 32 for GLU"
-    ),
-    "megatron-deepspeed-microsoft": (
-        "current Megatron-DeepSpeed counts MACs x2 x3, adds recompute, and its GQA term"
-        " 2//gqa is 0 for gqa >= 3"
-    ),
-    "hf-trainer": (
-        "HF Trainer's total_flos is 6 × tokens × non-embedding parameters: no attention"
-        " term, all MoE experts and padding counted"
-    ),
-    "torchtitan": "torchtitan counts 6·(N - embeddings) + 12·l·a·d·s per token, non-causal",
-    "nanotron": (
-        "nanotron's model_tflops_per_gpu counts every matmul of a gated-MLP llama x3, attention"
-        " in full (not halved for the causal mask), the unpadded vocabulary"
-    ),
-    "nanogpt": "nanoGPT counts 6N + 12·l·a·d·s per token and divides by a fixed A100 peak of 312",
-    # MaxText's calculate_tflops_training_per_device, per device: 6·tokens·(MLP with one
-    # matrix per activation + 1, QKV, output projection, logits) + 12·l·s·q·d per token
-    "maxtext": (
-        "MaxText (since July 2025) counts this same formula, causal attention halved;"
-        " sliding-window and chunked-attention layers only over their window"
-    ),
-    "maxtext-2024": (
-        "MaxText from May 2024 (its PR 644) to July 2025 does not halve attention for the"
-        " causal mask; before May 2024 its MLP count differed too (llama2-7b: 1033.2"
-        " against 1053.4 TFLOPs a step)"
-    ),
-    "deepspeed-profiler": (
-        "the DeepSpeed flops profiler counts executed module ops: recompute included,"
-        " some fused kernels missed"
-    ),
-}
+# The frameworks whose own FLOPs count is known, so that a ratio to what they print can be
+# read (`render.wording.COUNTS` says how each counts).
+EXPLAINED = frozenset(
+    {
+        "megatron-lm",
+        "megatron-lm-0.11",
+        "megatron-deepspeed",
+        "megatron-deepspeed-microsoft",
+        "hf-trainer",
+        "torchtitan",
+        "nanotron",
+        "nanogpt",
+        "maxtext",
+        "maxtext-2024",
+        "deepspeed-profiler",
+    }
+)
 
 
-def explain_reported_ratio(
+@dataclass(frozen=True)
+class RatioReading:
+    """Why recomputed / reported TFLOPS is not 1: `count`, the framework's own FLOPs count that
+    explains it (one of EXPLAINED); the ratio `observed`; the ratio `expected` from that count
+    (None: it cannot be reproduced from the shape); `differs`: the framework counts this same
+    formula, so the ratio means the shape, batch or step time used here differs from the
+    run's. `render.wording.reported_ratio` words it."""
+
+    count: str
+    observed: float
+    expected: float | None
+    differs: bool = False
+
+
+def read_reported_ratio(
     framework: str,
     ratio: float,
     recompute: str,
     shape: ModelShape | None = None,
     global_batch_size: int | None = None,
     tolerance: float = 0.02,
-) -> str | None:
-    """A sentence explaining recomputed / reported TFLOPS, or None if there is nothing to say.
+) -> RatioReading | None:
+    """What recomputed / reported TFLOPS says, or None if there is nothing to say.
 
-    With a shape and batch size, the framework's own count is recomputed so the sentence can
+    With a shape and batch size, the framework's own count is recomputed so the reading can
     give the expected ratio beside the observed one.
     """
     key = framework.lower()
-    if key not in _EXPLAIN or abs(ratio - 1) <= tolerance:
+    if key not in EXPLAINED or abs(ratio - 1) <= tolerance:
         return None
     expected = None
     if shape is not None and global_batch_size:
@@ -445,25 +435,12 @@ def explain_reported_ratio(
     if key == "megatron-lm" and shape is not None and global_batch_size:
         old = expected_reported_ratio("megatron-lm-0.11", shape, global_batch_size, recompute)
         if old is not None and abs(old - ratio) <= tolerance * old:
-            return (
-                f"{_EXPLAIN['megatron-lm-0.11']}: expected ratio {ratio_text(old, 3)}, "
-                f"observed {ratio_text(ratio, 3)}."
-            )
+            return RatioReading("megatron-lm-0.11", ratio, old)
     if key == "maxtext" and shape is not None and global_batch_size:
         old = expected_reported_ratio("maxtext-2024", shape, global_batch_size, recompute)
         if old is not None and expected is not None and abs(old - ratio) < abs(expected - ratio):
             key, expected = "maxtext-2024", old
-    if key == "megatron-lm":
-        return (
-            f"{_EXPLAIN[key]}, so a ratio of {ratio_text(ratio, 3)} means the shape, batch or step"
-            " time used here differs from the run's (check padded vocab, GQA groups, FFN size)."
-        )
-    if expected is None:
-        return f"{_EXPLAIN[key]}: observed ratio {ratio_text(ratio, 3)}."
-    return (
-        f"{_EXPLAIN[key]}: expected ratio {ratio_text(expected, 3)}, "
-        f"observed {ratio_text(ratio, 3)}."
-    )
+    return RatioReading(key, ratio, expected, differs=key == "megatron-lm")
 
 
 def expected_reported_ratio(

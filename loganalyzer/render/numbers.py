@@ -2,7 +2,8 @@
 
 A fraction of a whole (MFU, HFU, a share of time) is a percent with one decimal; a duration
 is in the unit a reader takes in at a glance; a ratio carries the one multiplication sign; a
-missing value is "unknown"; a count agrees with its noun.
+missing value is "unknown"; a count agrees with its noun; a list reads as a sentence lists
+it ("a, b and c").
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def ratio(value: object, decimals: int = 2) -> str:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """A count with its noun in agreement: "1 record", "3 records", "2 restarts"."""
     return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def listing(items: list[str] | tuple[str, ...]) -> str:
+    """Items as a sentence lists them: "a", "a and b", "a, b and c"."""
+    if len(items) < 2:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def iterations(first: int, last: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loganalyzer.analysis.goodput import HANG
-from loganalyzer.render.numbers import TIMES, duration, number, percent
+from loganalyzer.render.numbers import TIMES, duration, listing, number, percent
 
 LISTED = 5
 
@@ -19,7 +19,7 @@ def unknown_mfu(flops: dict[str, Any], peak: float | None) -> str:
         return "unknown: pass --gpu" if peak is None else "unknown (see warnings)"
     options = [str(m["option"]) for m in missing if m.get("option")]
     if options:
-        return f"unknown: pass {' and '.join(dict.fromkeys(options))}"
+        return f"unknown: pass {listing(list(dict.fromkeys(options)))}"
     names = [str(m.get("input", "")).replace("_", " ") for m in missing]
     return f"unknown: no {', '.join(names)}" if names else "unknown (see warnings)"
 
