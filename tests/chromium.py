@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.sync.client import ClientConnection, connect
 
 FLAGS = [
@@ -221,3 +222,22 @@ def _debugging_port(profile: Path, process: subprocess.Popen[bytes]) -> int:
             raise RuntimeError(f"chromium exited with code {process.returncode} at start-up")
         time.sleep(0.05)
     raise TimeoutError("chromium did not open its DevTools port within 30 s")
+
+
+@contextmanager
+def screen(width: int, height: int) -> Iterator[Page]:
+    """A tab whose viewport is `width` x `height` (a first screen to judge); without
+    Chromium the test is skipped, or failed under CI, which must install it."""
+    if chromium_path() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed; CI must install it (apt-get install chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with chromium() as tab:
+        tab.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        yield tab

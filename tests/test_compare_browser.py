@@ -7,7 +7,6 @@ Skipped only where Chromium is not installed and CI is not set (as `test_report_
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from loganalyzer.cli import main
-from tests.chromium import Page, chromium, chromium_path
+from tests.chromium import Page, screen
 
 # The first screen of issue 30's first-screen tests.
 WIDTH, HEIGHT = 1400, 900
@@ -24,18 +23,7 @@ WIDTH, HEIGHT = 1400, 900
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[Page]:
-    if chromium_path() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; CI must install it (apt-get install chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    with chromium() as tab:
-        tab.send(
-            "Emulation.setDeviceMetricsOverride",
-            width=WIDTH,
-            height=HEIGHT,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
+    with screen(WIDTH, HEIGHT) as tab:
         yield tab
 
 

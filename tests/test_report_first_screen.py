@@ -9,7 +9,6 @@ Megatron-DeepSpeed run with FLOPs, so with a waterfall)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from loganalyzer.render.numbers import duration, percent
-from tests.chromium import Page, chromium, chromium_path
+from tests.chromium import Page, screen
 from tests.conftest import FIXTURES
 from tests.first_screen_runs import SPIKE_AT, write_tensorboard_run, write_wandb_run
 from tests.report_helpers import EXAMPLE, EXAMPLE_ARGS, summary_json, write_report
@@ -29,18 +28,7 @@ TOP_VERDICTS = 3
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[Page]:
-    if chromium_path() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; CI must install it (apt-get install chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    with chromium() as tab:
-        tab.send(
-            "Emulation.setDeviceMetricsOverride",
-            width=WIDTH,
-            height=HEIGHT,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
+    with screen(WIDTH, HEIGHT) as tab:
         yield tab
 
 

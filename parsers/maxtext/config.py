@@ -13,6 +13,7 @@ import re
 import polars as pl
 
 from loganalyzer.model import ConfigValue, Provenance
+from loganalyzer.parsers.run_config import typed
 
 # Megatron name <- MaxText keys, the first printed wins: the effective sizes (`emb_dim`,
 # which pyconfig derives from `base_emb_dim` and `global_parameter_scale`), else the base
@@ -49,20 +50,6 @@ STATED_PARALLELISM = {
     "context_parallel_size": "context",
     "expert_model_parallel_size": "expert",
 }
-
-
-def typed(raw: str) -> object:
-    """A printed value as Python: None, bool, int, float, or the string."""
-    if raw == "None":
-        return None
-    if raw in ("True", "False"):
-        return raw == "True"
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
 
 
 def run_config(rows: pl.DataFrame, source: str) -> tuple[dict[str, ConfigValue], list[str]]:
