@@ -115,3 +115,10 @@ def test_the_terminal_says_of_how_many_slow_steps_it_lists_the_worst(tmp_path: P
     listed = text.split("5 slowest of 8 (the JSON has them all):\n", 1)[1].splitlines()[:6]
     assert [line.split()[1] for line in listed[:5]] == ["57", "50", "44", "37", "31"]
     assert not listed[5].startswith("    iteration")
+
+
+def test_the_causes_say_how_many_of_each_list_they_show(tmp_path: Path) -> None:
+    spikes = [7, 15, 22, 31, 37, 44, 50, 57]
+    folder = _spiky_tensorboard(tmp_path / "tb", spikes)
+    text = CliRunner().invoke(main, ["summary", "-q", str(folder)]).stdout
+    assert "\nCauses (5 of 8 slow steps listed; the JSON has them all)\n" in text

@@ -56,7 +56,13 @@ def _causes(doc: dict[str, Any]) -> list[str]:
         )
     if not rows:
         return []
-    lines = ["", "Causes"]
+    listed = (
+        ("slow steps", doc["slow_steps"]),
+        ("untimed gaps", doc["stalls"]),
+        ("attributed records", doc["goodput"].get("attributed", [])),
+    )
+    cut = [f"{LISTED} of {len(items)} {name}" for name, items in listed if len(items) > LISTED]
+    lines = ["", "Causes" + (f" ({', '.join(cut)} listed; the JSON has them all)" if cut else "")]
     for label, lost, cause in rows:
         kind = cause["kind"] if cause else "unknown"
         evidence = f": {cause['evidence']}" if cause else ""
