@@ -14,6 +14,7 @@ import polars as pl
 
 from loganalyzer.declared.schema import (
     CLOCKS,
+    FIGURES,
     FLAG_KEYS,
     MEMORY,
     TEXT_KEYS,
@@ -36,20 +37,7 @@ _WHOLE = ("iteration", "global_batch_size", "tokens", "skipped_iterations", "nan
 # Record fields kept under another name in the per-iteration table.
 _COLUMN = {"reported_tflops": "reported_tflops_per_gpu"}
 # The per-iteration table's columns a record field fills directly.
-_TABLE_FIELDS = (
-    "loss",
-    "lr",
-    "grad_norm",
-    "loss_scale",
-    "global_batch_size",
-    "tokens",
-    "samples_per_s",
-    "tokens_per_s",
-    "reported_tflops",
-    "skipped_iterations",
-    "nan_iterations",
-    *MEMORY,
-)
+_TABLE_FIELDS = (*FIGURES, *MEMORY)
 # The long table's name for the framework's own MFU (a fraction), as printed.
 REPORTED_MFU = "reported_mfu"
 
