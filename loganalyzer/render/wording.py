@@ -16,6 +16,7 @@ from loganalyzer.analysis.incidents import Incident
 from loganalyzer.analysis.levers import Lever, LeverFacts
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
 from loganalyzer.flops.formulas import RatioReading
+from loganalyzer.render.ending import evidence_location
 from loganalyzer.render.numbers import (
     TIMES,
     duration,
@@ -175,9 +176,8 @@ def _where(incident: Incident, units: Mapping[str, str]) -> str:
         return ""
     if evidence.line is None:
         return f" ({evidence.file})"
-    if units.get(evidence.file) == "record":
-        return f" ({evidence.file}: record {evidence.line})"
-    return f" ({evidence.file}:{evidence.line})"
+    item = {"file": evidence.file, "line": evidence.line, "unit": units.get(evidence.file)}
+    return f" ({evidence_location(item, grouped=False)})"
 
 
 def incident_message(verdict: IncidentVerdict, units: Mapping[str, str]) -> str:
