@@ -127,6 +127,15 @@ URL_CREDENTIALS = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]{0,20}://(?:[^\s/?#@:]{0,256}:)?)"
     r"(?P<value>[^\s/?#]{1,4096})@"
 )
+
+
+def url_password_masked(url: str) -> str:
+    """A URL as a dataset stores and shows it: the password of its `user:password@` (or its
+    lone token) masked, the rest as written, so that it names the same file from one index
+    to the next without carrying the credential that opens it."""
+    return URL_CREDENTIALS.sub(lambda found: f"{found['head']}{MASK}@", url)
+
+
 # A Slack incoming webhook (or workflow trigger): its path is the credential.
 SLACK_WEBHOOK = re.compile(
     r"(?P<head>\bhooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)"

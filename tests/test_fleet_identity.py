@@ -1,6 +1,6 @@
 """Run identity in the dataset: every run found is kept once under a key of its own, whatever
 its folder is called, wherever `--out` is and however it is spelled, and a W&B reference's
-password is in none of the dataset's files, names or outputs."""
+password, or a root URL's, is in none of the dataset's files, names or outputs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from fsspec.implementations.memory import MemoryFileSystem
+from fsspec.registry import register_implementation
+from fsspec.utils import infer_storage_options
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -390,3 +393,50 @@ def test_a_run_of_a_folder_never_takes_another_folders_id(
         assert unit_name(first) != unit_name(second)
     numbered = run_id(unit_name(first), min(number, runs), runs)
     assert numbered != run_id(unit_name(second), 1, 1)
+
+
+class _StoreWithCredentials(MemoryFileSystem):
+    """An object store whose URLs carry `user:password@` before the bucket, as FTP, SFTP and
+    s3fs (`s3://key:secret@bucket`) take them: the store reads them from the URL and strips
+    them from its paths."""
+
+    protocol = ("credstore",)
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, str) and path.startswith("credstore://"):
+            parts = infer_storage_options(path)
+            path = parts["host"] + parts["path"]
+        return super()._strip_protocol(path)
+
+    @staticmethod
+    def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
+        parts = infer_storage_options(path)
+        return {key: parts[key] for key in ("username", "password") if parts.get(key)}
+
+    def __init__(self, username: str | None = None, password: str | None = None, **kw: Any):
+        super().__init__(**kw)
+
+
+def test_a_root_url_with_a_password_is_read_and_stored_without_it(tmp_path: Path) -> None:
+    """A root `credstore://alice:PASS@bucket/logs`: its files are opened with the password,
+    which files.parquet, the manifest's sources and each run's summary held as written; they
+    now hold `alice:***@`, and a second index finds the same files unchanged."""
+    register_implementation("credstore", _StoreWithCredentials, clobber=True)
+    store = MemoryFileSystem()
+    log, _ = _logs(tmp_path)
+    store.pipe("/credbucket/logs/run-a/slurm-1.out", log.read_bytes())
+    root = f"credstore://alice:{PASSWORDS[1]}@credbucket/logs"
+    dataset = tmp_path / "index"
+    try:
+        first = _index(root, "--out", str(dataset), "--reports")
+        again = _index(root, "--out", str(dataset))
+    finally:
+        store.rm("/credbucket", recursive=True)
+    assert (first["analysed"], again["skipped"]) == (1, 1)
+    stored = pl.read_parquet(dataset / "files.parquet")["url"].to_list()
+    assert stored == ["credstore://alice:***@credbucket/logs/run-a/slurm-1.out"]
+    assert _manifest(dataset)["sources"][0][0]["url"] == stored[0]
+    for path in dataset.rglob("*"):
+        assert PIECE not in str(path).encode()
+        assert path.is_dir() or PIECE not in path.read_bytes(), path

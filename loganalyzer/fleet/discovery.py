@@ -31,7 +31,7 @@ from loganalyzer.fleet.engines import Engine
 from loganalyzer.fleet.layout import unit_name
 from loganalyzer.fleet.storage import Location, locate, modified
 from loganalyzer.registry import Registry, choose, load_registry, uri_readers
-from loganalyzer.secrets import mask_secrets, mask_text
+from loganalyzer.secrets import mask_secrets, mask_text, url_password_masked
 from loganalyzer.sources import HEAD_BYTES
 
 # The format of a file two parsers claim equally (the run's analysis reports it, with the
@@ -53,6 +53,12 @@ class SourceFile:
     size: int
     mtime: float | None
     format: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """How the dataset stores and shows the file: `url` with any password masked (`url`
+        itself, which opens the file, is held in memory only)."""
+        return url_password_masked(self.url)
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,7 @@ def _under(path: str, folder: str) -> bool:
 
 
 def _known(file: SourceFile, known: Mapping[str, SourceFile]) -> SourceFile:
-    before = known.get(file.url)
+    before = known.get(file.shown)
     if before is not None and (before.size, before.mtime) == (file.size, file.mtime):
         return replace(file, format=before.format)
     return file

@@ -136,7 +136,7 @@ def _index(
     discovery = find_runs(roots, files, engine, exclude=dataset_url)
     _refuse_duplicates([spec.folder for spec in discovery.folders])
     _prepare(dataset)
-    files.update((f.url, f) for f in discovery.files)
+    files.update((f.shown, f) for f in discovery.files)
     result = IndexResult(folders_passed_over=discovery.folders_passed_over)
     settings_print = settings.fingerprint()
     by_folder = entries_by_folder(entries)

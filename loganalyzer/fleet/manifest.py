@@ -109,7 +109,7 @@ def read_files(dataset: Location) -> dict[str, SourceFile]:
 
 
 def files_frame(files: Mapping[str, SourceFile]) -> pl.DataFrame:
-    rows = [(f.url, f.size, f.mtime, f.format) for f in files.values()]
+    rows = [(f.shown, f.size, f.mtime, f.format) for f in files.values()]
     return pl.DataFrame(rows, schema=dict(FILES_SCHEMA), orient="row").sort("url")
 
 
@@ -167,16 +167,16 @@ def decide(
         failed = any(e["status"] == "error" for e in entries)
         return Decision(spec, "failed before" if failed else None, [dict(e) for e in entries])
     before = {s["url"]: s for e in entries for s in e["sources"]}
-    if set(before) != {f.url for f in spec.files}:
+    if set(before) != {f.shown for f in spec.files}:
         return Decision(spec, "files added or removed", [])
     now: dict[str, float | None] = {}
     for file in spec.files:
-        old = before[file.url]
+        old = before[file.shown]
         if old["size"] != file.size:
             return Decision(spec, "changed", [])
         if old["mtime"] != file.mtime and fingerprint(file.url) != old["fingerprint"]:
             return Decision(spec, "changed", [])
-        now[file.url] = file.mtime
+        now[file.shown] = file.mtime
     kept = [
         {**e, "sources": [{**s, "mtime": now[s["url"]]} for s in e["sources"]]} for e in entries
     ]

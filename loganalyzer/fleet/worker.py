@@ -100,7 +100,7 @@ def _analysed(task: Task) -> list[Outcome]:
     began = time.perf_counter()
     spec = task.spec
     sources: list[dict[str, Any]] = [
-        {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
+        {"url": f.shown, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
         for f in spec.files
     ]
     if spec.uri is not None:  # a W&B run: its reference (as shown) is its source
@@ -175,7 +175,7 @@ def lost(task: Task, why: str) -> list[Outcome]:
     the time limit (`timed out after N s`): an error for the folder, as when it cannot be
     read, so that the index goes on with the others."""
     sources: list[dict[str, Any]] = [
-        {"url": f.url, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
+        {"url": f.shown, "size": f.size, "mtime": f.mtime, "format": f.format, "fingerprint": None}
         for f in task.spec.files
     ]
     if task.spec.uri is not None:
@@ -289,7 +289,7 @@ def _shown_sources(paths: list[Path], spec: FolderSpec) -> dict[str, str]:
     files as found (URLs), not their temporary local copies; a W&B reference as shown."""
     if spec.uri is not None:
         return {spec.uri: shown(spec.uri)}
-    return {str(p): f.url for p, f in zip(paths, spec.files, strict=False) if str(p) != f.url}
+    return {str(p): f.shown for p, f in zip(paths, spec.files, strict=False) if str(p) != f.shown}
 
 
 def _write_run(
