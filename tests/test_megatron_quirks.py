@@ -183,3 +183,33 @@ def test_summarising_a_run_leaves_its_one_value_columns_as_one_value(name: str) 
     size = loaded.run.table.estimated_size()
     build_summary(loaded, {"shape": {}, "run": {"gpu": "h100-sxm"}})
     assert loaded.run.table.estimated_size() == size
+
+
+# A Megatron-LM 2021 iteration line (shape of fixtures/megatron/bigscience_gpt2_tp4_pp8.out).
+_RECORD = (
+    " iteration {it:>8}/  100000 | consumed samples:       {samples} | elapsed time per iteration"
+    " (ms): 1572.7 | learning rate: 3.750E-05 | global batch size:     4 | lm loss: 2.1E+00 |"
+    " loss scale: 32768.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("iterations", "said"),
+    [([45000], True), ([10], False), ([45000, 45010], False), ([100], False), ([101], True)],
+)
+def test_a_lone_record_far_in_is_said_to_cover_every_iteration_up_to_it(
+    tmp_path: Path, iterations: list[int], said: bool
+) -> None:
+    """A resumed run whose log holds one record (iteration 45,000) and no log_interval: the
+    record is taken to cover 45,000 iterations (19.7 h at 1.57 s), which a warning says; a
+    fresh run's first record (at most Megatron's default log interval, 100) or a second
+    record (which gives the interval) needs none."""
+    log = tmp_path / "resumed.out"
+    log.write_text("".join(_RECORD.format(it=i, samples=4 * i) for i in iterations))
+    run = MegatronParser().parse(log)
+    notes = [w for w in run.warnings if "lone record" in w]
+    assert bool(notes) is said
+    if said:
+        widest = max(iterations)
+        assert f"(iteration {widest:,}: {widest:,} iterations)" in notes[0]
+        assert run.table["interval"].to_list() == [widest]

@@ -163,6 +163,31 @@ def _interval(log_interval: object) -> pl.Expr:
     )
 
 
+# Megatron's `--log-interval` default: where a fresh run prints its first record.
+DEFAULT_LOG_INTERVAL = 100
+
+
+def lone_record_warnings(table: pl.DataFrame, config: dict[str, Any], source: str) -> list[str]:
+    """The assumption `_interval` makes where nothing gives the log interval (no
+    `log_interval` argument, no segment of two records): a lone record covers every
+    iteration up to its number, right for a fresh run's first line, far too much for a
+    resumed one's (iteration 45,000 counted as 45,000 steps). Said where the record lies
+    beyond Megatron's default log interval, where a fresh run's first record rarely is."""
+    if "log_interval" in config or table.height == 0:
+        return []
+    if table.get_column("segment").n_unique() < table.height:
+        return []
+    widest = table.sort("interval", descending=True).row(0, named=True)
+    if widest["interval"] <= DEFAULT_LOG_INTERVAL:
+        return []
+    return [
+        f"{source}: no segment has two records and the log prints no log_interval, so a lone"
+        f" record is taken to cover every iteration up to its number (iteration"
+        f" {widest['iteration']:,}: {widest['interval']:,} iterations); if the run resumed"
+        " there, the logged time and goodput count too many steps"
+    ]
+
+
 def with_reported_tflops(table: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:
     """`table` with the TFLOPS per GPU that lines below its iteration lines state (`stated`:
     line, value) as the records' `reported_tflops_per_gpu`, where the line itself printed

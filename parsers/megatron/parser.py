@@ -20,6 +20,7 @@ from loganalyzer.parsers.megatron.assembly import (
     HeldRecords,
     held,
     iteration_table,
+    lone_record_warnings,
     long_part,
     with_reported_tflops,
 )
@@ -113,6 +114,7 @@ class MegatronParser:
         keys = frozenset().union(*(c.keys for c in chunks))
         config, framework, warnings = run_config(facts, keys, str(path))
         table, totals = iteration_table(records, config, str(path))
+        warnings.extend(lone_record_warnings(table, config, str(path)))
         if reported:
             table = with_reported_tflops(table, pl.concat(reported))
         del chunks, records  # what of them the table does not hold: keys, launches
