@@ -15,7 +15,7 @@ from loganalyzer.model import Run, validate_run
 from loganalyzer.placeholders import without_placeholders
 from loganalyzer.readfiles import FileTask, read_files
 from loganalyzer.registry import Registry, choose_uri, uri_readers
-from loganalyzer.sources import expand_sources
+from loganalyzer.sources import NOT_UTF8, expand_sources, is_utf8_path, shown_path
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,14 @@ def load_runs(
         if progress is not None:
             progress(f"reading {uri} ({reader.name})")
         runs.append(reader.parse(uri))
-    tasks = [FileTask(path, path in explicit, forced_format) for path in expand_sources(names)]
+    found = expand_sources(names)
+    for path in (p for p in found if not is_utf8_path(p)):
+        if path in explicit:
+            raise InputError(f"{shown_path(path)}: {NOT_UTF8}")
+        ignored.append(Ignored(shown_path(path), NOT_UTF8))
+    tasks = [
+        FileTask(path, path in explicit, forced_format) for path in found if is_utf8_path(path)
+    ]
     for outcome in read_files(tasks, registry, progress):
         if outcome.run is not None:
             runs.append(outcome.run)
@@ -95,8 +102,8 @@ def load_runs(
     ignored, read_along = _read_along(ignored, along)
     if not runs:
         raise InputError(
-            f"{', '.join([*uris, *names])}: no file any parser could read"
-            + (f" ({len(ignored)} ignored)" if ignored else "")
+            f"{', '.join([*uris, *map(shown_path, names)])}: no file any parser could read"
+            + (f" ({len(ignored)} ignored{_first_reason(ignored)})" if ignored else "")
             + "; see `loganalyzer parsers` for the formats read"
         )
     parts = [part for run in combine_views(runs) for part in split_parts(run)]
@@ -124,3 +131,9 @@ def _read_along(
         else:
             kept.append(Ignored(item.path, found[1]))
     return kept, read
+
+
+def _first_reason(ignored: list[Ignored]) -> str:
+    """Why the files were passed over, where one reason holds for all of them."""
+    reasons = {item.reason for item in ignored}
+    return f": {reasons.pop()}" if len(reasons) == 1 and "" not in reasons else ""

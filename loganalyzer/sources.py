@@ -212,6 +212,28 @@ def expand_sources(paths: Sequence[str]) -> list[Path]:
     return found
 
 
+def is_utf8_path(path: Path) -> bool:
+    """Whether a path's name is text: a file system name is bytes, and one that is not UTF-8
+    (a Latin-1 folder name) cannot become a table's `source`, a JSON string or a report's
+    text."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as text, its bytes that are not UTF-8 written `\\xff`."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+NOT_UTF8 = (
+    "its path holds bytes that are not UTF-8: rename it, or link it under a UTF-8 name"
+    " (ln -s) and pass the link"
+)
+
+
 def is_probably_binary(head: str) -> bool:
     """True when a head is mostly undecodable bytes or scattered NULs: not a text log.
 

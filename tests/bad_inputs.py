@@ -151,6 +151,24 @@ def _only_empty_files(scratch: Path) -> list[str]:
     return [str(folder)]
 
 
+def _not_utf8_name(scratch: Path) -> list[str]:
+    """A log whose folder's name is Latin-1 bytes (`run-\xe9t\xe9`), as a file system allows."""
+    folder = Path(os.fsdecode(bytes(scratch) + b"/run-\xe9t\xe9"))
+    folder.mkdir()
+    (folder / "train.log").write_bytes(GOOD_LOG.read_bytes())
+    return [str(folder / "train.log")]
+
+
+def _not_utf8_inside(scratch: Path) -> list[str]:
+    """A run folder of one log beside a subfolder whose name is Latin-1 bytes."""
+    folder = scratch / "run"
+    inside = Path(os.fsdecode(bytes(folder) + b"/\xe9t\xe9"))
+    inside.mkdir(parents=True)
+    (folder / "train.log").write_bytes(GOOD_LOG.read_bytes())
+    (inside / "train.log").write_bytes(GOOD_LOG.read_bytes())
+    return [str(folder)]
+
+
 def _empty_dir(scratch: Path) -> list[str]:
     (scratch / "run").mkdir()
     return [str(scratch / "run")]
@@ -428,8 +446,25 @@ CASES: list[Case] = [
         "a folder of empty files only",
         _only_empty_files,
         1,
-        "no file any parser could read (50 ignored)",
+        "no file any parser could read (50 ignored: no parser recognises it)",
         "name the folder the logs are in",
+    ),
+    Case(
+        "path_not_utf8",
+        "a log whose path holds bytes that are not UTF-8 (a Latin-1 folder name)",
+        _not_utf8_name,
+        1,
+        "run-\\xe9t\\xe9/train.log: its path holds bytes that are not UTF-8",
+        "rename it, or link it under a UTF-8 name (`ln -s`) and pass the link",
+    ),
+    Case(
+        "dir_not_utf8_inside",
+        "a run folder with a subfolder whose name is not UTF-8",
+        _not_utf8_inside,
+        0,
+        "\\xe9t\\xe9/train.log: its path holds bytes that are not UTF-8",
+        "nothing: the file is listed as ignored; rename it to have it read",
+        records=10,
     ),
     Case(
         "empty_dir",

@@ -440,3 +440,22 @@ def test_a_root_url_with_a_password_is_read_and_stored_without_it(tmp_path: Path
     for path in dataset.rglob("*"):
         assert PIECE not in str(path).encode()
         assert path.is_dir() or PIECE not in path.read_bytes(), path
+
+
+def test_a_folder_whose_name_is_not_utf8_is_a_failed_run_naming_it(tmp_path: Path) -> None:
+    """A run folder named in Latin-1 bytes (`run-\\xe9t\\xe9`) beside a good one: the index
+    went down with an internal error (polars holds no such text); the folder is now a run
+    that failed, named with its byte escaped, and saying what to do."""
+    log, _ = _logs(tmp_path)
+    root = tmp_path / "root"
+    latin = Path(os.fsdecode(bytes(root) + b"/run-\xe9t\xe9"))
+    latin.mkdir(parents=True)
+    (root / "good").mkdir()
+    shutil.copy(log, latin / "slurm-1.out")
+    shutil.copy(log, root / "good" / "slurm-1.out")
+    said = _index(str(root), "--out", str(tmp_path / "index"))
+    assert (said["found"], said["analysed"]) == (2, 2)
+    assert [f["run_id"] for f in said["failed"]] == ["root/run-\\xe9t\\xe9"]
+    assert "not UTF-8: rename it" in said["failed"][0]["error"]
+    stored = pl.read_parquet(tmp_path / "index" / "files.parquet")["url"].to_list()
+    assert any(url.endswith("run-\\xe9t\\xe9/slurm-1.out") for url in stored)

@@ -32,7 +32,7 @@ from loganalyzer.fleet.layout import unit_name
 from loganalyzer.fleet.storage import Location, locate, modified
 from loganalyzer.registry import Registry, choose, load_registry, uri_readers
 from loganalyzer.secrets import mask_secrets, mask_text, url_password_masked
-from loganalyzer.sources import HEAD_BYTES
+from loganalyzer.sources import HEAD_BYTES, shown_path
 
 # The format of a file two parsers claim equally (the run's analysis reports it, with the
 # scores), and of one that no parser recognises.
@@ -56,9 +56,10 @@ class SourceFile:
 
     @property
     def shown(self) -> str:
-        """How the dataset stores and shows the file: `url` with any password masked (`url`
-        itself, which opens the file, is held in memory only)."""
-        return url_password_masked(self.url)
+        """How the dataset stores and shows the file: `url` with any password masked and
+        any byte of its name that is not UTF-8 written `\\xff` (`url` itself, which opens
+        the file, is held in memory only)."""
+        return url_password_masked(shown_path(self.url))
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def find_runs(
         base = posixpath.basename(where.path.rstrip("/"))
         for folder, files in sorted(_folders(root, where, exclude).items()):
             relative = posixpath.relpath(folder, where.path)
-            name = unit_name(base if relative == "." else f"{base}/{relative}")
+            name = unit_name(shown_path(base if relative == "." else f"{base}/{relative}"))
             folders.append((name, tuple(_known(f, known) for f in files)))
     asked = [(name, files) for name, files in folders if any(f.format is None for f in files)]
     detected = dict(engine.map(detect_folder, asked))
