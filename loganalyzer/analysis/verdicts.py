@@ -610,7 +610,7 @@ def _restarts(analysis: Analysis) -> list[Finding]:
     facts = RestartsLost(
         restarts=len(restarts),
         lost_s=lost,
-        gaps_s=sum(known),
+        gaps_s=sum(known, 0.0),
         gaps_known=len(known),
         redone=sum(r.lost_iterations for r in restarts),
         redone_s=sum(r.redone_s for r in restarts),
