@@ -19,11 +19,11 @@ from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
 from loganalyzer.analysis.levers import LeverFacts, lever_verdicts
-from loganalyzer.analysis.verdicts import Verdict
 from loganalyzer.flops import waterfall
 from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
 from loganalyzer.render import wording
+from loganalyzer.render.verdict_wording import Verdict
 
 
 @dataclass(frozen=True)

@@ -79,13 +79,7 @@ from loganalyzer.analysis.outcome import (
     progress_of,
 )
 from loganalyzer.analysis.steady import Warmup
-from loganalyzer.analysis.verdicts import (
-    MfuInputs,
-    ReferenceBand,
-    Verdict,
-    judge,
-    reference_band,
-)
+from loganalyzer.analysis.verdicts import MfuInputs, ReferenceBand, judge, reference_band
 from loganalyzer.clock import clock_assumptions
 from loganalyzer.explain import Explanation, attach_causes, explain
 from loganalyzer.explain import mfu_goodput as goodput_mfu_of
@@ -106,6 +100,7 @@ from loganalyzer.render.clocks import clock_notes
 from loganalyzer.render.ending import ending_sentence
 from loganalyzer.render.invariants import invariant_warnings
 from loganalyzer.render.numbers import plural
+from loganalyzer.render.verdict_wording import Verdict, reference_scope, worded
 from loganalyzer.secrets import mask_secrets, run_secrets
 
 SCHEMA = "loganalyzer.summary/1.3"
@@ -187,13 +182,16 @@ def build_summary(
         if analysis.timed_records
         else (),
     )
-    verdicts = judge(
-        analysis,
-        run.table,
-        mfu_inputs,
-        period_causes=why.period_causes,
-        causes=why.causes,
-    )
+    verdicts = [
+        worded(finding)
+        for finding in judge(
+            analysis,
+            run.table,
+            mfu_inputs,
+            period_causes=why.period_causes,
+            causes=why.causes,
+        )
+    ]
     # Megatron's text lines leave a NaN loss out (its parser: "megatron", both families)
     left_out = [s.path for s in run.sources if s.format == "megatron"]
     units = {s.path: s.unit for s in run.sources}
@@ -473,7 +471,7 @@ def _reference(band: ReferenceBand | None) -> dict[str, Any] | None:
     if band is None:
         return None
     return {
-        "scope": band.scope,
+        "scope": reference_scope(band),
         "dtype": band.dtype,
         "mfu_low": band.low,
         "mfu_high": band.high,

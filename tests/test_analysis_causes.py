@@ -19,6 +19,7 @@ from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.explain import period_causes
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.verdict_wording import finding_message
 from tests.analysis_factories import (
     cumulative_timestamps,
     make_metrics,
@@ -288,10 +289,11 @@ def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
         "(train.log:7))"
     }
     inputs = MfuInputs(None, None, None, None, None, None)
-    (verdict,) = [v for v in judge(analysis, table, inputs, named) if v.code.startswith("PERIODIC")]
-    assert "recur every 100 iterations" in verdict.message
-    assert "checkpoint saves (first: iteration 100" in verdict.message
-    assert "typically" not in verdict.message
+    (found,) = [v for v in judge(analysis, table, inputs, named) if v.code.startswith("PERIODIC")]
+    message = finding_message(found)
+    assert "recur every 100 iterations" in message
+    assert "checkpoint saves (first: iteration 100" in message
+    assert "typically" not in message
 
 
 def _startup_timers(line: int, timers: dict[str, float]) -> pl.DataFrame:

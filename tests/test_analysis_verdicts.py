@@ -1,4 +1,5 @@
-"""Verdicts, checked against numbers worked out by hand."""
+"""Verdicts, checked against numbers worked out by hand (each worded as the document says it:
+`render.verdict_wording`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import pytest
 from loganalyzer.analysis import analyse
 from loganalyzer.analysis.verdicts import (
     MfuInputs,
-    Verdict,
     hardware_family,
     judge,
     reference_runs,
 )
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.verdict_wording import Verdict, worded
 from tests.analysis_factories import make_metrics, make_table, synthetic_run
 
 NO_METRICS = empty_metrics()
@@ -30,7 +31,7 @@ def mfu_inputs(
 
 def verdicts_for(mfu: MfuInputs, table: pl.DataFrame | None = None) -> list[Verdict]:
     table = make_table([1.0] * 50) if table is None else table
-    return judge(analyse(table, NO_METRICS), table, mfu)
+    return [worded(v) for v in judge(analyse(table, NO_METRICS), table, mfu)]
 
 
 def codes(verdicts: list[Verdict]) -> list[str]:
@@ -224,7 +225,7 @@ def test_straggler_rank_and_severity_order() -> None:
     ]
     table = make_table([1.0] * 50)
     analysis = analyse(table, make_metrics(rows))
-    verdicts = judge(analysis, table, mfu_inputs(0.80))
+    verdicts = [worded(v) for v in judge(analysis, table, mfu_inputs(0.80))]
     assert codes(verdicts) == ["MFU_IMPLAUSIBLY_HIGH", "STRAGGLER_RANK", "MFU_ABOVE_REFERENCE"]
     assert verdicts[1].message == (
         "timer/backward-compute: rank 3 takes 300 ms, 1.50× the median rank's 200 ms over 4 ranks"

@@ -67,6 +67,7 @@ CLEAN_OF_WORDING = (
     "loganalyzer.analysis.incident_verdicts",
     "loganalyzer.analysis.levers",
     "loganalyzer.analysis.steady",
+    "loganalyzer.analysis.verdicts",
     "loganalyzer.flops.formulas",
 )
 

@@ -1,8 +1,9 @@
 """Verdicts: what a reader should take away, each with a stable code and the numbers behind it.
 
 Codes are part of the JSON contract: scripts match on them, so they never change meaning.
-Messages carry the figures a reader needs to check the verdict by hand. Verdicts come ordered
-by severity (critical first), then by the seconds at stake (`lost_s`), then in the fixed order
+Each verdict is returned as facts (`Finding`): the figures a reader needs to check it by
+hand, which `render.verdict_wording` words into its message. Verdicts come ordered by
+severity (critical first), then by the seconds at stake (`lost_s`), then in the fixed order
 of the checks below.
 
 A loss of time is judged by what it cost and how well the logs explain it (`cost_severity`):
@@ -29,16 +30,10 @@ import polars as pl
 from loganalyzer.analysis import Analysis
 from loganalyzer.analysis.baseline import centred_median, noise_floor
 from loganalyzer.analysis.causes import Cause, Causes
-from loganalyzer.analysis.slow_steps import Sustained
-from loganalyzer.render.numbers import (
-    duration,
-    iterations,
-    listing,
-    percent,
-    plural,
-    ratio,
-    seconds,
-)
+from loganalyzer.analysis.restarts import Stall
+from loganalyzer.analysis.slow_steps import Periodic, SlowStep, Sustained
+from loganalyzer.analysis.steady import Drift
+from loganalyzer.analysis.stragglers import RankSpread
 
 Severity = Literal["info", "warning", "critical"]
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -72,19 +67,9 @@ UNLIKE_SIZE_FACTOR = 10.0
 REFERENCE_TOLERANCE = 0.10
 # MFU below this share of the reference band's bottom is critical, not just a warning.
 CRITICAL_SHARE_OF_REFERENCE = 0.5
-_LISTED = 3
-_USUAL_PERIODIC = "typically checkpoint saves or evaluation"
+# The slow steps a verdict names one by one; the rest are counted.
+EXAMPLES = 3
 _NOT_GPUS = ("tpu", "trn", "gaudi")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One finding; `message` carries the numbers behind it."""
-
-    severity: Severity
-    code: str
-    message: str
-    lost_s: float | None = None  # the seconds at stake, where the verdict is about time
 
 
 @dataclass(frozen=True)
@@ -139,13 +124,207 @@ def reference_runs() -> tuple[ReferenceRun, ...]:
     )
 
 
+@dataclass(frozen=True)
+class ReferenceBand:
+    """The published runs a run's MFU is compared with, and the band they span: the one band
+    the verdict, the report's headline card and its TFLOPS chart all state. Its scope, the
+    runs compared, is `dtype` on the chip `family`, narrowed to runs of similar size where
+    there are any (`similar_size`); `size_unlike` where none is within `UNLIKE_SIZE_FACTOR`
+    of this model's size (`render.verdict_wording.reference_scope` words it)."""
+
+    family: str  # "v100", as `hardware_family` names it
+    dtype: str  # the precision compared (bf16 for an FP8 run compared against the bf16 peak)
+    similar_size: bool
+    low: float
+    high: float
+    runs: tuple[ReferenceRun, ...]  # highest MFU first
+    size_unlike: bool  # no published run within UNLIKE_SIZE_FACTOR of this model's size
+
+
+@dataclass(frozen=True)
+class ImplausibleMfu:
+    """MFU_IMPLAUSIBLY_HIGH: an MFU on a GPU above `IMPLAUSIBLE_MFU`."""
+
+    mfu: float
+
+
+@dataclass(frozen=True)
+class NoReference:
+    """MFU_NO_REFERENCE: no published run of `dtype` on the chip `family` to compare `mfu`
+    against."""
+
+    mfu: float
+    dtype: str
+    family: str
+
+
+@dataclass(frozen=True)
+class AgainstReference:
+    """MFU_BELOW_, MFU_WITHIN_ and MFU_ABOVE_REFERENCE: `mfu` against the published `band`;
+    `against_bf16` where it is an FP8 run's MFU against the bf16 peak, as the band's runs
+    published theirs."""
+
+    mfu: float
+    band: ReferenceBand
+    against_bf16: bool
+
+
+@dataclass(frozen=True)
+class MfuUnknown:
+    """MFU_UNKNOWN: the inputs the run lacks for its MFU, each with the option that supplies
+    it (None where none does)."""
+
+    missing: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class TflopsMismatch:
+    """REPORTED_TFLOPS_MISMATCH: recomputed over reported TFLOPS (`found`) where the formula
+    differences explain `expected`, `unexplained` (relative) beyond it."""
+
+    found: float
+    expected: float
+    unexplained: float
+
+
+@dataclass(frozen=True)
+class SlowRecords:
+    """SLOW_STEPS: `count` isolated slow records no lever cause explains, costing `lost_s` of
+    the `logged_s`; the costliest (`worst`) with the cause found for it, if any."""
+
+    count: int
+    lost_s: float
+    logged_s: float
+    worst: SlowStep
+    cause: Cause | None
+
+
+@dataclass(frozen=True)
+class PeriodicSlowSteps:
+    """PERIODIC_SLOW_STEPS: slow steps recurring every `pattern.period_iterations`, with the
+    cause they were attributed to (`named`, as `explain.period_causes` gives it) or None;
+    `explained` of them are saves or evaluations with their own verdict, and the rest cost
+    `lost_s` of the `logged_s`."""
+
+    pattern: Periodic
+    named: str | None
+    explained: int
+    lost_s: float
+    logged_s: float
+
+
+@dataclass(frozen=True)
+class SustainedSlowdown:
+    """SUSTAINED_SLOWDOWN: a lasting slowdown no straggler or data loader explains, of the
+    `logged_s`."""
+
+    event: Sustained
+    logged_s: float
+
+
+@dataclass(frozen=True)
+class LossSpikeAt:
+    """A slow step at a loss spike: its `loss` against the loss's local `median`, and the
+    step's `ratio` to the baseline."""
+
+    iteration: int
+    loss: float
+    median: float
+    ratio: float
+
+
+@dataclass(frozen=True)
+class SlowAtLossSpikes:
+    """LOSS_SPIKE_AT_SLOW_STEP: `count` slow steps at a loss spike, the first `EXAMPLES`."""
+
+    count: int
+    examples: tuple[LossSpikeAt, ...]
+
+
+@dataclass(frozen=True)
+class SkippedAt:
+    """A slow step that skipped iterations or hit NaNs, and its `ratio` to the baseline."""
+
+    iteration: int
+    skipped: int
+    nan: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class SlowAtSkipped:
+    """NAN_OR_SKIPPED_AT_SLOW_STEP: `count` slow steps that skipped iterations or hit NaNs,
+    the first `EXAMPLES`."""
+
+    count: int
+    examples: tuple[SkippedAt, ...]
+
+
+@dataclass(frozen=True)
+class RestartsLost:
+    """RESTARTS_LOST_TIME: `restarts` cost `lost_s`: `gaps_s` of gaps, known for `gaps_known`
+    of them, and `redone` iterations done again (`redone_s` at the steady pace `pace_s`)."""
+
+    restarts: int
+    lost_s: float
+    gaps_s: float
+    gaps_known: int
+    redone: int
+    redone_s: float
+    pace_s: float | None
+
+
+@dataclass(frozen=True)
+class UnexplainedStalls:
+    """STALLS: `count` stalls nothing explains, adding `lost_s`, the `longest` of them;
+    `explained` more that their causes explain (their causes' verdicts)."""
+
+    count: int
+    explained: int
+    lost_s: float
+    longest: Stall
+
+
+# The facts behind each verdict code: STEP_TIME_DRIFT's are the analysis' `Drift`,
+# STRAGGLER_RANK's its `RankSpread`.
+VerdictFacts = (
+    ImplausibleMfu
+    | NoReference
+    | AgainstReference
+    | MfuUnknown
+    | TflopsMismatch
+    | SlowRecords
+    | PeriodicSlowSteps
+    | SustainedSlowdown
+    | SlowAtLossSpikes
+    | SlowAtSkipped
+    | Drift
+    | RestartsLost
+    | UnexplainedStalls
+    | RankSpread
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict, as facts: its `severity`, `code` and the seconds at stake (`lost_s`, where
+    the verdict is about time), the figures behind it (`facts`), and `low_confidence`, why
+    they rest on too few records, where they do. `render.verdict_wording` words it."""
+
+    severity: Severity
+    code: str
+    facts: VerdictFacts
+    lost_s: float | None = None
+    low_confidence: str | None = None
+
+
 def judge(
     analysis: Analysis,
     table: pl.DataFrame,
     mfu: MfuInputs,
     period_causes: Mapping[int, str] | None = None,
     causes: Causes | None = None,
-) -> list[Verdict]:
+) -> list[Finding]:
     """Every verdict on the run, most severe first, then costliest. `period_causes` names,
     per period in iterations, the cause its slow steps were attributed to, `causes` every
     entry's (see `causes`)."""
@@ -163,7 +342,7 @@ def judge(
     return sorted(verdicts, key=order)
 
 
-def order(verdict: Verdict) -> tuple[int, float]:
+def order(verdict: Finding) -> tuple[int, float]:
     """Most severe first, then the most seconds at stake (none known: last)."""
     return (_SEVERITY_ORDER[verdict.severity], -(verdict.lost_s or 0.0))
 
@@ -183,11 +362,11 @@ def _explained(cause: Cause | None) -> bool:
     return cause is not None and cause.kind in EXPLAINED
 
 
-def _tentative(reason: str | None, verdicts: list[Verdict]) -> list[Verdict]:
-    """Verdicts on figures that rest on too few records are information, saying so."""
+def _tentative(reason: str | None, verdicts: list[Finding]) -> list[Finding]:
+    """Verdicts on figures that rest on too few records are information, saying why."""
     if reason is None:
         return verdicts
-    return [Verdict("info", v.code, f"{v.message} (low confidence: {reason})") for v in verdicts]
+    return [Finding("info", v.code, v.facts, v.lost_s, reason) for v in verdicts]
 
 
 def hardware_family(name: str) -> str | None:
@@ -203,61 +382,23 @@ def _precision_class(dtype: str) -> str:
     return "16-bit" if dtype.lower() in ("bf16", "fp16", "mixed") else dtype.lower()
 
 
-def _mfu_verdicts(inputs: MfuInputs) -> list[Verdict]:
+def _mfu_verdicts(inputs: MfuInputs) -> list[Finding]:
     if inputs.mfu is None:
         return []
     verdicts = []
     key = inputs.hardware_key or ""
     if inputs.mfu > IMPLAUSIBLE_MFU and not key.startswith(_NOT_GPUS):
-        verdicts.append(
-            Verdict(
-                "critical",
-                "MFU_IMPLAUSIBLY_HIGH",
-                f"MFU {percent(inputs.mfu)} is above {percent(IMPLAUSIBLE_MFU)}, which no "
-                "published GPU "
-                "training run reaches: check the GPU count, the dtype's peak and the FLOP "
-                "formula's inputs",
-            )
-        )
+        verdicts.append(Finding("critical", "MFU_IMPLAUSIBLY_HIGH", ImplausibleMfu(inputs.mfu)))
     verdicts.extend(_against_references(inputs.mfu, inputs))
     return verdicts
 
 
-_INPUTS = {
-    "gpu": "GPU type",
-    "peak": "GPU's peak at its precision",
-    "num_gpus": "GPU count",
-    "steady_step_time": "steady step time",
-    "seq_length": "sequence length",
-    "vocab_size": "vocabulary size",
-    "num_attention_heads": "attention heads",
-    "num_layers": "layer count",
-}
-
-
-def _mfu_unknown(missing: tuple[tuple[str, str | None], ...]) -> list[Verdict]:
+def _mfu_unknown(missing: tuple[tuple[str, str | None], ...]) -> list[Finding]:
     """MFU unknown, with what the run lacks for it: said, so that a run where nothing could
     be computed never reads as one where nothing stands out."""
     if not missing:
         return []
-    lacks = ", ".join(_INPUTS.get(name, name.replace("_", " ")) for name, _ in missing)
-    options = list(dict.fromkeys(option for _, option in missing if option))
-    passing = f"; pass {listing(options)}" if options else ""
-    message = f"MFU unknown: the run does not give its {lacks}{passing}"
-    return [Verdict("info", "MFU_UNKNOWN", message)]
-
-
-@dataclass(frozen=True)
-class ReferenceBand:
-    """The published runs a run's MFU is compared with, and the band they span: the one band
-    the verdict, the report's headline card and its TFLOPS chart all state."""
-
-    scope: str  # "fp16 on V100 of similar size"
-    dtype: str  # the precision compared (bf16 for an FP8 run compared against the bf16 peak)
-    low: float
-    high: float
-    runs: tuple[ReferenceRun, ...]  # highest MFU first
-    size_unlike: bool  # no published run within UNLIKE_SIZE_FACTOR of this model's size
+    return [Finding("info", "MFU_UNKNOWN", MfuUnknown(missing))]
 
 
 def reference_band(inputs: MfuInputs) -> ReferenceBand | None:
@@ -274,7 +415,6 @@ def reference_band(inputs: MfuInputs) -> ReferenceBand | None:
         peers = _peers(family, dtype)
     if not peers:
         return None
-    scope = f"{dtype} on {family.upper()}"
     sized = [ref for ref in peers if _similar_size(ref, inputs.params)]
     # Published runs of a very different size say little about this one: below them is
     # then worth knowing, not a warning.
@@ -282,39 +422,32 @@ def reference_band(inputs: MfuInputs) -> ReferenceBand | None:
         _similar_size(ref, inputs.params, UNLIKE_SIZE_FACTOR) for ref in peers
     )
     if sized:
-        peers, scope = sized, f"{scope} of similar size"
-    elif size_unlike:
-        scope = f"{scope} (none within {ratio(UNLIKE_SIZE_FACTOR, 0)} of this model's size)"
+        peers = sized
     peers.sort(key=lambda ref: (-ref.mfu, ref.run))
-    return ReferenceBand(scope, dtype, peers[-1].mfu, peers[0].mfu, tuple(peers), size_unlike)
+    return ReferenceBand(
+        family, dtype, bool(sized), peers[-1].mfu, peers[0].mfu, tuple(peers), size_unlike
+    )
 
 
-def _against_references(mfu: float, inputs: MfuInputs) -> list[Verdict]:
+def _against_references(mfu: float, inputs: MfuInputs) -> list[Finding]:
     family = hardware_family(inputs.hardware_key) if inputs.hardware_key else None
     if family is None or inputs.dtype is None:
         return []
     band = reference_band(inputs)
     if band is None:
-        name = f"{inputs.dtype} on {family.upper()}"
-        message = f"no published run of {name} to compare MFU {percent(mfu)} against"
-        return [Verdict("info", "MFU_NO_REFERENCE", message)]
-    name = "MFU"
-    if band.dtype != inputs.dtype and inputs.mfu_vs_bf16 is not None:
-        name, mfu = "MFU against the bf16 peak", inputs.mfu_vs_bf16
+        return [Finding("info", "MFU_NO_REFERENCE", NoReference(mfu, inputs.dtype, family))]
+    vs_bf16 = inputs.mfu_vs_bf16 if band.dtype != inputs.dtype else None
+    if vs_bf16 is not None:
+        mfu = vs_bf16
+    facts = AgainstReference(mfu, band, against_bf16=vs_bf16 is not None)
     low, high = band.low, band.high
-    listed = "; ".join(_describe(ref) for ref in band.runs[:_LISTED])
-    shown = f"{percent(low)} to {percent(high)}" if low != high else percent(low)
-    where = f"published runs of {band.scope} reached {shown} ({listed})"
     if mfu >= low:
-        above = mfu > high
-        code = "MFU_ABOVE_REFERENCE" if above else "MFU_WITHIN_REFERENCE"
-        relation = "above what" if above else "within what"
-        return [Verdict("info", code, f"{name} {percent(mfu)} is {relation} {where}")]
+        code = "MFU_ABOVE_REFERENCE" if mfu > high else "MFU_WITHIN_REFERENCE"
+        return [Finding("info", code, facts)]
     severity: Severity = "critical" if mfu < CRITICAL_SHARE_OF_REFERENCE * low else "warning"
     if band.size_unlike or mfu >= (1 - REFERENCE_TOLERANCE) * low:
         severity = "info"
-    message = f"{name} {percent(mfu)} is below what {where}"
-    return [Verdict(severity, "MFU_BELOW_REFERENCE", message)]
+    return [Finding(severity, "MFU_BELOW_REFERENCE", facts)]
 
 
 def _peers(family: str, dtype: str) -> list[ReferenceRun]:
@@ -333,12 +466,7 @@ def _similar_size(ref: ReferenceRun, params: float | None, factor: float = SIZE_
     return 1 / factor <= ratio <= factor
 
 
-def _describe(ref: ReferenceRun) -> str:
-    devices = f" on {ref.num_devices} devices" if ref.num_devices else ""
-    return f"{ref.run} {percent(ref.mfu)}{devices}, {ref.source}"
-
-
-def _tflops_mismatch(inputs: MfuInputs) -> list[Verdict]:
+def _tflops_mismatch(inputs: MfuInputs) -> list[Finding]:
     found = inputs.recomputed_over_reported
     if found is None:
         return []
@@ -346,28 +474,19 @@ def _tflops_mismatch(inputs: MfuInputs) -> list[Verdict]:
     off = found / expected - 1
     if abs(off) <= TFLOPS_TOLERANCE:
         return []
-    message = (
-        f"recomputed TFLOPS are {ratio(found)} the framework's own figure where the formula "
-        f"differences explain {ratio(expected)}: {'+' if off > 0 else ''}{percent(off)} "
-        f"unexplained (tolerance {percent(TFLOPS_TOLERANCE)}); check the GPU count, the model "
-        "shape and the batch size"
-    )
-    return [Verdict("warning", "REPORTED_TFLOPS_MISMATCH", message)]
+    facts = TflopsMismatch(found, expected, off)
+    return [Finding("warning", "REPORTED_TFLOPS_MISMATCH", facts)]
 
 
 def _lost_severity(lost_s: float, analysis: Analysis, explained: bool = True) -> Severity:
     return cost_severity(lost_s, analysis.time.logged_s + analysis.time.stalls_s, explained)
 
 
-def _share(lost_s: float, analysis: Analysis) -> str:
-    logged = analysis.time.logged_s
-    return f"{percent(lost_s / logged)} of the logged {duration(logged)}" if logged > 0 else ""
-
-
 def _slow_step_verdicts(
     analysis: Analysis, period_causes: Mapping[int, str], causes: Causes
-) -> list[Verdict]:
+) -> list[Finding]:
     slow = analysis.slow
+    logged = analysis.time.logged_s
     verdicts = []
 
     def cause_of(first: int, last: int, segment: int) -> Cause | None:
@@ -385,29 +504,13 @@ def _slow_step_verdicts(
         lost = sum(s.lost_s for s, _ in spikes)
         unexplained = sum(s.lost_s for s, c in spikes if not _explained(c))
         worst, cause = max(spikes, key=lambda sc: (sc[0].lost_s, -sc[0].iteration))
-        span = iterations(worst.first_iteration, worst.last_iteration)
-        took = "averaged" if worst.interval > 1 else "took"
-        message = (
-            f"{plural(len(spikes), 'isolated slow record')} above the baseline cost "
-            f"{duration(lost)} ({_share(lost, analysis)}); the worst, {span}, {took} "
-            f"{seconds(worst.step_time_s)} against {seconds(worst.baseline_s)} "
-            f"({ratio(worst.ratio)}): {duration(worst.lost_s)} lost"
-        )
-        if cause is not None and cause.kind != "unknown":
-            message += f", {cause.kind.replace('_', ' ')}: {cause.evidence}"
-        elif worst.kind == "stall":
-            message += (
-                f", most likely one iteration that stalled for {duration(worst.lost_s)} rather "
-                f"than {worst.interval} slow ones; nothing in the logs says why"
-            )
-        else:
-            message += "; nothing in the logs says why"
         severity = max(
             _lost_severity(unexplained, analysis, explained=False),
             _lost_severity(lost, analysis),
             key=lambda s: -_SEVERITY_ORDER[s],
         )
-        verdicts.append(Verdict(severity, "SLOW_STEPS", message, lost))
+        facts = SlowRecords(len(spikes), lost, logged, worst, cause)
+        verdicts.append(Finding(severity, "SLOW_STEPS", facts, lost))
     for pattern in slow.periodic:
         named = period_causes.get(pattern.period_iterations)
         members = [
@@ -420,41 +523,17 @@ def _slow_step_verdicts(
         if members and not rest:
             continue
         lost = sum(s.lost_s for s in rest) if members else pattern.lost_s
-        others = len(members) - len(rest)
-        which = plural(
-            others, "of them is a save or an evaluation", "of them are saves or evaluations"
-        )
-        said = f"; {which}, said in its own verdict" if others else ""
-        message = (
-            f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
-            f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
-            f"{ratio(pattern.median_ratio)} the baseline), "
-            f"{named or _USUAL_PERIODIC}{said}; "
-            f"{'the rest cost' if others else 'they cost'} {duration(lost)} "
-            f"({_share(lost, analysis)})"
-        )
+        periodic = PeriodicSlowSteps(pattern, named, len(members) - len(rest), lost, logged)
         severity = _lost_severity(lost, analysis, explained=named is not None)
-        verdicts.append(Verdict(severity, "PERIODIC_SLOW_STEPS", message, lost))
+        verdicts.append(Finding(severity, "PERIODIC_SLOW_STEPS", periodic, lost))
     for event in slow.sustained:
         cause = cause_of(event.start_iteration, event.end_iteration, event.segment)
         if cause is not None and cause.kind in LEVER_CAUSES:
             continue  # the straggler's or the data loader's own verdict says it
-        message = (
-            f"{iterations(event.start_iteration, event.end_iteration)}{_records(event)} ran at "
-            f"{seconds(event.step_time_s)} per iteration, {ratio(event.factor)} the pace of "
-            f"{seconds(event.baseline_s)}, for {plural(event.iterations, 'iteration')}: "
-            f"{duration(event.lost_s)} lost ({_share(event.lost_s, analysis)})"
-        )
         severity = _lost_severity(event.lost_s, analysis, explained=_explained(cause))
-        verdicts.append(Verdict(severity, "SUSTAINED_SLOWDOWN", message, event.lost_s))
+        sustained = SustainedSlowdown(event, logged)
+        verdicts.append(Finding(severity, "SUSTAINED_SLOWDOWN", sustained, event.lost_s))
     return verdicts
-
-
-def _records(event: Sustained) -> str:
-    """Which records a slowdown spans, where they average several iterations each."""
-    if event.interval <= 1:
-        return ""
-    return f" ({plural(event.records, 'record')}, {event.first_record} to {event.last_record})"
 
 
 def _slow_frame(analysis: Analysis) -> pl.DataFrame:
@@ -469,7 +548,7 @@ def _slow_frame(analysis: Analysis) -> pl.DataFrame:
     )
 
 
-def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
+def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Finding]:
     slow = _slow_frame(analysis)
     if slow.is_empty():
         return []
@@ -483,29 +562,26 @@ def _at_slow_steps(analysis: Analysis, table: pl.DataFrame) -> list[Verdict]:
     verdicts = []
     spikes = _loss_spikes(records).filter(pl.col("ratio").is_not_null())
     if spikes.height:
-        listed = ", ".join(
-            f"iteration {row['iteration']} (loss {row['loss']:.4g} against a local median of "
-            f"{row['median']:.4g}, step {ratio(row['ratio'])} the baseline)"
-            for row in spikes.head(_LISTED).iter_rows(named=True)
+        examples = tuple(
+            LossSpikeAt(row["iteration"], row["loss"], row["median"], row["ratio"])
+            for row in spikes.head(EXAMPLES).iter_rows(named=True)
         )
-        message = (
-            f"{plural(spikes.height, 'slow step')} "
-            f"{'coincides' if spikes.height == 1 else 'coincide'} with a loss spike: {listed}; "
-            "a data or numerics problem can slow a step (recovery, re-tries) as well as the loss"
-        )
-        verdicts.append(Verdict("warning", "LOSS_SPIKE_AT_SLOW_STEP", message))
+        facts = SlowAtLossSpikes(spikes.height, examples)
+        verdicts.append(Finding("warning", "LOSS_SPIKE_AT_SLOW_STEP", facts))
     bad = records.filter(
         pl.col("ratio").is_not_null()
         & ((pl.col("skipped_iterations") > 0) | (pl.col("nan_iterations") > 0))
     )
     if bad.height:
-        listed = ", ".join(
-            f"iteration {row['iteration']} ({row['skipped_iterations']} skipped, "
-            f"{row['nan_iterations']} NaN, step {ratio(row['ratio'])} the baseline)"
-            for row in bad.head(_LISTED).iter_rows(named=True)
+        skipped = tuple(
+            SkippedAt(
+                row["iteration"], row["skipped_iterations"], row["nan_iterations"], row["ratio"]
+            )
+            for row in bad.head(EXAMPLES).iter_rows(named=True)
         )
-        message = f"{plural(bad.height, 'slow step')} skipped iterations or hit NaNs: {listed}"
-        verdicts.append(Verdict("warning", "NAN_OR_SKIPPED_AT_SLOW_STEP", message))
+        verdicts.append(
+            Finding("warning", "NAN_OR_SKIPPED_AT_SLOW_STEP", SlowAtSkipped(bad.height, skipped))
+        )
     return verdicts
 
 
@@ -518,42 +594,32 @@ def _loss_spikes(records: pl.DataFrame) -> pl.DataFrame:
     return framed.filter(excess > max(LOSS_SPIKE_MIN, noise_floor(framed, excess)))
 
 
-def _drift(analysis: Analysis) -> list[Verdict]:
+def _drift(analysis: Analysis) -> list[Finding]:
     drift = analysis.drift
     if drift is None or drift.relative_change <= DRIFT_THRESHOLD:
         return []
-    taken = "median" if drift.pace_method == "median" else "pace (total time over iterations)"
-    message = (
-        f"the steady step time rose {percent(drift.relative_change)}, from a {taken} of "
-        f"{seconds(drift.first_median_s)} over {iterations(*drift.first_iterations)} to "
-        f"{seconds(drift.last_median_s)} over {iterations(*drift.last_iterations)} (first and "
-        "last tenth of "
-        f"{drift.records} steady records)"
-    )
-    return [Verdict("warning", "STEP_TIME_DRIFT", message)]
+    return [Finding("warning", "STEP_TIME_DRIFT", drift)]
 
 
-def _restarts(analysis: Analysis) -> list[Verdict]:
+def _restarts(analysis: Analysis) -> list[Finding]:
     restarts = analysis.restarts
     if not restarts:
         return []
     lost = sum(r.lost_s for r in restarts)
     known = [r.gap_s for r in restarts if r.gap_s is not None]
-    redone = sum(r.lost_iterations for r in restarts)
-    gaps = (
-        f"{duration(sum(known))} of gaps (known for {len(known)} of {len(restarts)})"
-        if known
-        else "gaps unknown (no timestamps)"
+    facts = RestartsLost(
+        restarts=len(restarts),
+        lost_s=lost,
+        gaps_s=sum(known, 0.0),
+        gaps_known=len(known),
+        redone=sum(r.lost_iterations for r in restarts),
+        redone_s=sum(r.redone_s for r in restarts),
+        pace_s=analysis.step_time_s.median,
     )
-    message = (
-        f"{plural(len(restarts), 'restart')} cost {duration(lost)}: {gaps} and "
-        f"{plural(redone, 'redone iteration')} ({duration(sum(r.redone_s for r in restarts))} "
-        f"at the steady pace of {seconds(analysis.step_time_s.median)})"
-    )
-    return [Verdict(_lost_severity(lost, analysis), "RESTARTS_LOST_TIME", message, lost)]
+    return [Finding(_lost_severity(lost, analysis), "RESTARTS_LOST_TIME", facts, lost)]
 
 
-def _stalls(analysis: Analysis, causes: Causes) -> list[Verdict]:
+def _stalls(analysis: Analysis, causes: Causes) -> list[Finding]:
     """The stalls no save, evaluation, straggler or data loader explains (those are their
     cause's verdict)."""
     stalls = [
@@ -565,27 +631,13 @@ def _stalls(analysis: Analysis, causes: Causes) -> list[Verdict]:
         return []
     longest = max(stalls, key=lambda s: (s.gap_s, -s.iteration))
     lost = sum(s.gap_s for s in stalls)
-    explained = len(analysis.stalls) - len(stalls)
-    others = f" ({explained} more explained by their causes)" if explained else ""
-    message = (
-        f"{plural(len(stalls), 'stall')} inside a run segment{others} added {duration(lost)} "
-        f"that the step times do not show and nothing in the logs explains; the longest, "
-        f"{duration(longest.gap_s)}, came between iterations {longest.after_iteration} and "
-        f"{longest.iteration}"
-    )
-    return [Verdict(_lost_severity(lost, analysis, explained=False), "STALLS", message, lost)]
+    facts = UnexplainedStalls(len(stalls), len(analysis.stalls) - len(stalls), lost, longest)
+    return [Finding(_lost_severity(lost, analysis, explained=False), "STALLS", facts, lost)]
 
 
-def _rank_spread(analysis: Analysis) -> list[Verdict]:
-    verdicts = []
-    for spread in analysis.stragglers:
-        if not spread.metric.startswith("timer/") or (spread.spread or 0) <= RANK_SPREAD_WARNING:
-            continue
-        slowest = spread.top[0]
-        message = (
-            f"{spread.metric}: rank {slowest.rank} takes {slowest.value:.4g} ms, "
-            f"{ratio(spread.spread)} the median rank's {spread.median:.4g} ms over {spread.ranks} "
-            "ranks"
-        )
-        verdicts.append(Verdict("warning", "STRAGGLER_RANK", message))
-    return verdicts
+def _rank_spread(analysis: Analysis) -> list[Finding]:
+    return [
+        Finding("warning", "STRAGGLER_RANK", spread)
+        for spread in analysis.stragglers
+        if spread.metric.startswith("timer/") and (spread.spread or 0) > RANK_SPREAD_WARNING
+    ]
