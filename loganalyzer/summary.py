@@ -193,6 +193,7 @@ def build_summary(
         mfu_inputs,
         period_causes=why.period_causes,
         causes=why.causes,
+        evidence=why.evidence,
     )
     # Megatron's text lines leave a NaN loss out (its parser: "megatron", both families)
     left_out = [s.path for s in run.sources if s.format == "megatron"]

@@ -145,15 +145,16 @@ def judge(
     mfu: MfuInputs,
     period_causes: Mapping[int, str] | None = None,
     causes: Causes | None = None,
+    evidence: Mapping[Cause, str] | None = None,
 ) -> list[Verdict]:
     """Every verdict on the run, most severe first, then costliest. `period_causes` names,
     per period in iterations, the cause its slow steps were attributed to, `causes` every
-    entry's (see `causes`)."""
+    entry's (see `causes`), `evidence` each cause's evidence worded (`render.evidence`)."""
     found = causes or Causes((), (), ())
     verdicts = [
         *_tentative(mfu.low_confidence, [*_mfu_verdicts(mfu), *_tflops_mismatch(mfu)]),
         *(_mfu_unknown(mfu.missing) if mfu.mfu is None else []),
-        *_slow_step_verdicts(analysis, period_causes or {}, found),
+        *_slow_step_verdicts(analysis, period_causes or {}, found, evidence or {}),
         *_at_slow_steps(analysis, table),
         *_drift(analysis),
         *_restarts(analysis),
@@ -365,7 +366,10 @@ def _share(lost_s: float, analysis: Analysis) -> str:
 
 
 def _slow_step_verdicts(
-    analysis: Analysis, period_causes: Mapping[int, str], causes: Causes
+    analysis: Analysis,
+    period_causes: Mapping[int, str],
+    causes: Causes,
+    evidence: Mapping[Cause, str],
 ) -> list[Verdict]:
     slow = analysis.slow
     verdicts = []
@@ -394,7 +398,7 @@ def _slow_step_verdicts(
             f"({ratio(worst.ratio)}): {duration(worst.lost_s)} lost"
         )
         if cause is not None and cause.kind != "unknown":
-            message += f", {cause.kind.replace('_', ' ')}: {cause.evidence}"
+            message += f", {cause.kind.replace('_', ' ')}: {evidence[cause]}"
         elif worst.kind == "stall":
             message += (
                 f", most likely one iteration that stalled for {duration(worst.lost_s)} rather "
