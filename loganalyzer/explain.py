@@ -84,7 +84,7 @@ def explain(
             for v in verdicts
         ],
         period_causes(analysis, causes),
-        {entry.cause: cause_evidence(entry.cause.evidence) for entry in causes.entries},
+        worded_evidence(causes),
     )
 
 
@@ -110,6 +110,12 @@ def _budget_json(goodput: Goodput) -> dict[str, Any]:
             "note": wording.hang_note(held),
         },
     }
+
+
+def worded_evidence(causes: Causes) -> dict[Cause, str]:
+    """Each slow step's, sustained slowdown's and stall's cause with its evidence worded: what
+    `verdicts.judge` quotes (the analysis words nothing)."""
+    return {entry.cause: cause_evidence(entry.cause.evidence) for entry in causes.entries}
 
 
 def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:

@@ -23,10 +23,13 @@ from loganalyzer.analysis.causes import (
 )
 from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule
 from loganalyzer.analysis.goodput import budget
+from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.verdicts import MfuInputs, judge
-from loganalyzer.explain import period_causes
+from loganalyzer.explain import period_causes, worded_evidence
+from loganalyzer.flops.waterfall import Waterfall
 from loganalyzer.model import empty_metrics
+from loganalyzer.render.wording import lever_message
 from tests.analysis_factories import (
     cumulative_timestamps,
     make_metrics,
@@ -374,3 +377,23 @@ def test_sustained_slowdown_is_traced_to_the_data_loader() -> None:
     goodput = budget(analysis, causes, table)
     lines = {line.name: line.seconds for line in goodput.lines}
     assert lines["data loading"] == pytest.approx(event.lost_s)
+
+
+def test_the_verdicts_quote_a_cause_s_evidence_in_the_document_s_words() -> None:
+    """SLOW_STEPS names the cause of its worst record, STRAGGLER_COST its worst straggler: each
+    in the words `render.evidence` gives the cause in the document."""
+    slots = _slots()
+    analysis, causes, table, _ = _run({slots[5]: "straggler", slots[6]: "overflow"}, 7, False)
+    inputs = MfuInputs(None, None, None, None, None, None)
+    verdicts = judge(analysis, table, inputs, causes=causes, evidence=worded_evidence(causes))
+    (slow,) = [v for v in verdicts if v.code == "SLOW_STEPS"]
+    assert slow.message.endswith(
+        f"lost, overflow: 1 skipped iteration (fp16 overflow) logged in iteration {slots[6]}"
+    )
+    goodput = budget(analysis, causes, table)
+    (lever,) = list(lever_verdicts(causes, goodput, Waterfall("", (), None, "", ()), Schedule()))
+    assert lever.code == "STRAGGLER_COST"
+    assert (
+        f"the worst: timer/forward-backward at iteration {slots[5]}: rank 2 at 3.49× the median "
+        "rank, against 1.00× typically. Check that rank's node"
+    ) in lever_message(lever)
