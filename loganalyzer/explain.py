@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from loganalyzer.analysis import Analysis
-from loganalyzer.analysis.causes import Causes, attribute
+from loganalyzer.analysis.causes import Cause, Causes, EventCost, attribute
 from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput, Held, budget
 from loganalyzer.analysis.health import assess
@@ -23,6 +23,7 @@ from loganalyzer.flops import waterfall
 from loganalyzer.flops.efficiency import Efficiency, RunFacts, goodput_mfu
 from loganalyzer.model import Run
 from loganalyzer.render import wording
+from loganalyzer.render.evidence import aftermath_evidence, cause_evidence, event_evidence
 from loganalyzer.render.verdict_wording import Verdict
 
 
@@ -59,7 +60,7 @@ def explain(
     objects = {
         "goodput": {
             **_budget_json(goodput),
-            "attributed": [dataclasses.asdict(cost) for cost in causes.events],
+            "attributed": [event_cost_json(cost) for cost in causes.events],
         },
         "waterfall": dataclasses.asdict(steps),
         "health": dataclasses.asdict(health),
@@ -121,7 +122,7 @@ def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:
         kinds = {c.kind for c in found if c is not None}
         if len(kinds) == 1 and (kind := kinds.pop()) in PERIODIC_CAUSES and found[0]:
             named[pattern.period_iterations] = (
-                f"{PERIODIC_CAUSES[kind]} (first: {found[0].evidence})"
+                f"{PERIODIC_CAUSES[kind]} (first: {cause_evidence(found[0].evidence)})"
             )
     return named
 
@@ -133,14 +134,14 @@ def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:
     for entry in document["slow_steps"]:
         first, last = _range(entry)
         cause = causes.for_range(entry.get("segment") or 0, first, last)
-        entry["cause"] = dataclasses.asdict(cause) if cause else None
+        entry["cause"] = cause_json(cause) if cause else None
     for stall in document["stalls"]:
         cause = causes.for_stall(stall.get("segment") or 0, stall["iteration"])
-        stall["cause"] = dataclasses.asdict(cause) if cause else None
+        stall["cause"] = cause_json(cause) if cause else None
     by_segment = {r.segment: r for r in causes.restarts}
     for restart in document["restarts"]:
         found = by_segment.get(int(restart["segment"]))
-        restart["cause"] = dataclasses.asdict(found.cause) if found else None
+        restart["cause"] = cause_json(found.cause) if found else None
         if found is not None:
             restart["split"] = {
                 "startup_s": found.startup_s,
@@ -148,6 +149,41 @@ def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:
                 "other_gap_s": found.other_gap_s,
                 "redone_s": found.redone_s,
             }
+
+
+def cause_json(cause: Cause) -> dict[str, Any]:
+    """A cause as the document's `cause` object, its evidence worded (`render.evidence`)."""
+    return {
+        "kind": cause.kind,
+        "evidence": cause_evidence(cause.evidence),
+        "evidence_kind": cause.evidence_kind,
+        "shares": [
+            {
+                "kind": share.kind,
+                "iteration": share.iteration,
+                "seconds": share.seconds,
+                "evidence_kind": share.evidence_kind,
+                "evidence": event_evidence(share.evidence),
+            }
+            for share in cause.shares
+        ],
+        "event_iteration": cause.event_iteration,
+    }
+
+
+def event_cost_json(cost: EventCost) -> dict[str, Any]:
+    """A save's or evaluation's cost to a record not flagged slow, as the document's
+    `goodput.attributed[]`, its evidence worded."""
+    return {
+        "kind": cost.kind,
+        "event_iteration": cost.event_iteration,
+        "segment": cost.segment,
+        "first_iteration": cost.first_iteration,
+        "last_iteration": cost.last_iteration,
+        "lost_s": cost.lost_s,
+        "evidence": aftermath_evidence(cost.evidence),
+        "evidence_kind": cost.evidence_kind,
+    }
 
 
 def _range(entry: dict[str, Any]) -> tuple[int, int]:

@@ -12,14 +12,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loganalyzer.analysis import Analysis, analyse
-from loganalyzer.analysis.causes import Causes, attribute
+from loganalyzer.analysis.causes import (
+    Causes,
+    EventSeen,
+    IntervalMultiple,
+    PhaseGrowth,
+    RankSpread,
+    RestartGap,
+    attribute,
+)
 from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule
 from loganalyzer.analysis.goodput import budget
+from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.verdicts import MfuInputs, judge
 from loganalyzer.explain import period_causes
+from loganalyzer.flops.waterfall import Waterfall
 from loganalyzer.model import empty_metrics
 from loganalyzer.render.verdict_wording import finding_message
+from loganalyzer.render.wording import lever_message
 from tests.analysis_factories import (
     cumulative_timestamps,
     make_metrics,
@@ -133,8 +144,13 @@ def test_evidence_quotes_the_line_or_the_configured_interval() -> None:
     line = causes.for_range(0, 126, 126)
     configured = causes.for_range(0, 201, 201)
     assert line is not None and configured is not None
-    assert line.evidence.startswith("'saving checkpoint' at iteration 125 (line")
-    assert configured.evidence == "iteration 200 is a multiple of save_interval 100"
+    assert isinstance(line.evidence, EventSeen) and line.evidence.line is not None
+    assert (line.evidence.kind, line.evidence.iteration, line.evidence.evidence_kind) == (
+        "checkpoint_save",
+        125,
+        "line",
+    )
+    assert configured.evidence == IntervalMultiple("checkpoint_save", 200, "save_interval 100")
 
 
 def _two_slow_steps_on(period: int) -> pl.DataFrame:
@@ -206,7 +222,8 @@ def test_restart_cause_names_the_checkpoint_it_resumed_from() -> None:
     causes = attribute(analysis, run.table, Schedule())
     (restart,) = causes.restarts
     assert restart.cause.kind == "restart"
-    assert "resumed from the checkpoint saved at iteration 100" in restart.cause.evidence
+    gap = restart.cause.evidence
+    assert isinstance(gap, RestartGap) and (gap.from_save, gap.resumed_at) == (True, 100)
     assert (restart.redone_iterations, round(restart.gap_s or 0.0, 6)) == (20, 300.0)
 
 
@@ -273,7 +290,8 @@ def test_every_kind_at_once() -> None:
         i: EXPECTED[k] for i, k in injected.items()
     }
     straggler = found[slots[6]]
-    assert straggler is not None and "rank 2" in straggler.evidence
+    assert straggler is not None and isinstance(straggler.evidence, RankSpread)
+    assert straggler.evidence.rank == 2
 
 
 def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
@@ -355,7 +373,29 @@ def test_sustained_slowdown_is_traced_to_the_data_loader() -> None:
     (event,) = analysis.slow.sustained
     cause = causes.for_range(event.segment, event.start_iteration, event.end_iteration)
     assert cause is not None and cause.kind == "data_loading"
-    assert cause.evidence.startswith("batch-generator grew by 1,000 ms")
+    grown = cause.evidence
+    assert isinstance(grown, PhaseGrowth) and grown.phase == "batch-generator"
+    assert round(grown.delta_ms) == 1000
     goodput = budget(analysis, causes, table)
     lines = {line.name: line.seconds for line in goodput.lines}
     assert lines["data loading"] == pytest.approx(event.lost_s)
+
+
+def test_the_verdicts_quote_a_cause_s_evidence_in_the_document_s_words() -> None:
+    """SLOW_STEPS names the cause of its worst record, STRAGGLER_COST its worst straggler: each
+    in the words `render.evidence` gives the cause in the document."""
+    slots = _slots()
+    analysis, causes, table, _ = _run({slots[5]: "straggler", slots[6]: "overflow"}, 7, False)
+    inputs = MfuInputs(None, None, None, None, None, None)
+    verdicts = judge(analysis, table, inputs, causes=causes)
+    (slow,) = [v for v in verdicts if v.code == "SLOW_STEPS"]
+    assert finding_message(slow).endswith(
+        f"lost, overflow: 1 skipped iteration (fp16 overflow) logged in iteration {slots[6]}"
+    )
+    goodput = budget(analysis, causes, table)
+    (lever,) = list(lever_verdicts(causes, goodput, Waterfall("", (), None, "", ()), Schedule()))
+    assert lever.code == "STRAGGLER_COST"
+    assert (
+        f"the worst: timer/forward-backward at iteration {slots[5]}: rank 2 at 3.49× the median "
+        "rank, against 1.00× typically. Check that rank's node"
+    ) in lever_message(lever)

@@ -63,6 +63,7 @@ def test_the_rules_see_the_modules_they_name() -> None:
 # ("loganalyzer.analysis" and "loganalyzer.flops" must not import "loganalyzer.render").
 CLEAN_OF_WORDING = (
     "loganalyzer.analysis.accounting",
+    "loganalyzer.analysis.causes",
     "loganalyzer.analysis.goodput",
     "loganalyzer.analysis.incident_verdicts",
     "loganalyzer.analysis.levers",

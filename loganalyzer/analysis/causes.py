@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import polars as pl
 
@@ -45,7 +45,6 @@ from loganalyzer.analysis.phases import phase_growth
 from loganalyzer.analysis.restarts import Restart
 from loganalyzer.analysis.spreads import iteration_spreads
 from loganalyzer.analysis.startup import StartUp
-from loganalyzer.render.numbers import TIMES, duration, iterations, number, plural
 
 if TYPE_CHECKING:
     from loganalyzer.analysis import Analysis
@@ -71,6 +70,150 @@ EvidenceKind = Literal["line", "metric", "folder", "interval", "timer", "none"]
 EventKind = Literal["checkpoint_save", "evaluation"]
 
 
+# The evidence of a cause, as facts: `render.evidence` words each kind, so that every output
+# (the document, the verdicts, the terminal and the report) says it alike.
+
+
+@dataclass(frozen=True)
+class EventSeen:
+    """A save or evaluation the logs record after `iteration`: a printed line (`line` its
+    number, where the source counts lines), a metric at that step, or a checkpoint folder."""
+
+    kind: EventKind
+    iteration: int
+    evidence_kind: Literal["line", "metric", "folder"]
+    line: int | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.iteration)
+
+
+@dataclass(frozen=True)
+class IntervalMultiple:
+    """A save or evaluation no log records, inferred: `iteration` is a multiple of the
+    configured interval (`interval`: where the config states it, as `events.Interval.source`)."""
+
+    kind: EventKind
+    iteration: int
+    interval: str
+
+    @property
+    def evidence_kind(self) -> Literal["interval"]:
+        return "interval"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.iteration)
+
+
+EventEvidence: TypeAlias = EventSeen | IntervalMultiple
+
+
+@dataclass(frozen=True)
+class SaveAndEvaluation:
+    """A save and an evaluation after one iteration, paid by one entry (`first` the strongest
+    evidence): their seconds as the timer that times one of them splits them (`timer` None and
+    both seconds None where no timer does)."""
+
+    first: EventEvidence
+    other: EventEvidence
+    timer: Literal["save-checkpoint", "eval_runtime"] | None
+    save_s: float | None
+    evaluation_s: float | None
+
+
+@dataclass(frozen=True)
+class RankSpread:
+    """A timer's slowest rank (`rank`, None where the rows give only max over min) at
+    `iteration`, `spread` times the one it is measured `against`, where `typical` is usual."""
+
+    metric: str
+    iteration: int
+    rank: int | None
+    spread: float
+    typical: float
+    against: str
+
+
+@dataclass(frozen=True)
+class PhaseGrowth:
+    """The timer phase that grew most at `iteration` over its run median, and the child it is
+    attributed to (`detail`, None where no child explains it)."""
+
+    phase: str
+    iteration: int
+    delta_ms: float
+    detail: str | None
+    detail_delta_ms: float | None
+
+
+@dataclass(frozen=True)
+class FlaggedIterations:
+    """The NaN or skipped (fp16 overflow) iterations the records `first`..`last` logged."""
+
+    flag: Literal["nan", "skipped"]
+    count: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class NothingFound:
+    """No evidence: for a `gap` (a stall's) no save, evaluation or timer; for `records` not
+    even a rank spread or flagged iterations."""
+
+    looked_at: Literal["gap", "records"]
+
+
+@dataclass(frozen=True)
+class RestartGap:
+    """A restart as the logs show it: the attempt before `segment` stopped after
+    `after_iteration`, the next resumed after `resumed_at` (from a save the logs record where
+    `from_save`, its line `save_line`); the gap (None: no timestamps either side) and, where the
+    new launch printed start-up timers, its split (else all three None); the redone work."""
+
+    segment: int
+    after_iteration: int
+    resumed_at: int
+    from_save: bool
+    save_line: int | None
+    gap_s: float | None
+    startup_s: float | None
+    checkpoint_load_s: float | None
+    other_gap_s: float | None
+    redone_iterations: int
+    redone_s: float
+
+
+CauseEvidence: TypeAlias = (
+    EventSeen
+    | IntervalMultiple
+    | SaveAndEvaluation
+    | RankSpread
+    | PhaseGrowth
+    | FlaggedIterations
+    | NothingFound
+    | RestartGap
+)
+
+
+@dataclass(frozen=True)
+class EventAftermath:
+    """A record that was not slow enough to be flagged, paying for the save or evaluation
+    after `iteration` (`line`: its printed line, where one records it): iterations
+    `first`..`last` ran at `step_s` a step against the run's `pace_s`, `lost_s` in all."""
+
+    kind: EventKind
+    iteration: int
+    line: int | None
+    first: int
+    last: int
+    step_s: float
+    pace_s: float
+    lost_s: float
+
+
 @dataclass(frozen=True)
 class Share:
     """One of two events that one entry paid for: its seconds (None: the log does not time
@@ -80,7 +223,7 @@ class Share:
     iteration: int
     seconds: float | None
     evidence_kind: EvidenceKind
-    evidence: str
+    evidence: EventEvidence
 
 
 @dataclass(frozen=True)
@@ -89,7 +232,7 @@ class Cause:
     `shares` where a save and an evaluation at one iteration both explain it."""
 
     kind: CauseKind
-    evidence: str
+    evidence: CauseEvidence
     evidence_kind: EvidenceKind = "none"
     shares: tuple[Share, ...] = ()
     event_iteration: int | None = None  # the save's or evaluation's iteration
@@ -108,20 +251,6 @@ class Cause:
         if self.event_iteration is not None:
             return [(self.kind, self.event_iteration)]
         return []
-
-
-@dataclass(frozen=True)
-class _Event:
-    """A save or evaluation that can explain an entry, with its evidence."""
-
-    kind: EventKind
-    iteration: int
-    evidence_kind: EvidenceKind
-    evidence: str
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.kind, self.iteration)
 
 
 @dataclass(frozen=True)
@@ -146,7 +275,7 @@ class EventCost:
     first_iteration: int
     last_iteration: int
     lost_s: float
-    evidence: str
+    evidence: EventAftermath
     evidence_kind: EvidenceKind = "line"
 
 
@@ -295,10 +424,8 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
             again = _candidates(evidence, low, high)
             if again and not _timed(evidence, again, both=False):
                 first = again[0]
-                cause = Cause(first.kind, first.evidence, first.evidence_kind, (), first.iteration)
-        found[(kind, index)] = cause or Cause(
-            "unknown", "no save, evaluation or timer explains the gap"
-        )
+                cause = Cause(first.kind, first, first.evidence_kind, (), first.iteration)
+        found[(kind, index)] = cause or Cause("unknown", NothingFound("gap"))
     entries = [
         Attributed(
             "slow_step",
@@ -333,9 +460,6 @@ def attribute(analysis: Analysis, table: pl.DataFrame, schedule: Schedule) -> Ca
             _restart_cause(r, events, launches.get(r.segment)) for r in analysis.restarts
         ),
     )
-
-
-_NAMES: dict[str, str] = {"checkpoint_save": "a checkpoint save", "evaluation": "an evaluation"}
 
 
 def _claim_events(
@@ -375,7 +499,7 @@ def _claim_events(
     return found
 
 
-def _timed(evidence: _Evidence, free: list[_Event], both: bool = True) -> bool:
+def _timed(evidence: _Evidence, free: list[EventEvidence], both: bool = True) -> bool:
     """Whether a timer times one of `free` (and, with `both`, they are a save and an
     evaluation)."""
     events = evidence.events
@@ -389,7 +513,11 @@ def _taken(causes: Iterable[Cause]) -> set[tuple[str, int]]:
 
 
 def _cause_of(
-    evidence: _Evidence, free: list[_Event], lost_s: float, taken: set[tuple[str, int]], alone: bool
+    evidence: _Evidence,
+    free: list[EventEvidence],
+    lost_s: float,
+    taken: set[tuple[str, int]],
+    alone: bool,
 ) -> Cause:
     """The cause of an entry from the events it can take (`free`, strongest first), marked
     `taken`; `alone` (no other entry wants them): a save and an evaluation both, as shares."""
@@ -397,79 +525,53 @@ def _cause_of(
     other = next((e for e in free[1:] if e.kind != first.kind), None)
     if not alone or other is None:
         taken.add(first.key)
-        return Cause(first.kind, first.evidence, first.evidence_kind, (), first.iteration)
+        return Cause(first.kind, first, first.evidence_kind, (), first.iteration)
     taken.update({first.key, other.key})
     save, evaluation = (first, other) if first.kind == "checkpoint_save" else (other, first)
     timer = evidence.events.save_timer_s.get(save.iteration)
     timed = evidence.events.evaluation_timer_s.get(evaluation.iteration)
     seconds: tuple[float | None, float | None]
+    by: Literal["save-checkpoint", "eval_runtime"] | None
     if timer is not None and lost_s > 0:
         save_s = min(timer, lost_s)
-        seconds = (save_s, lost_s - save_s)
-        how = (
-            f"the save-checkpoint timer gives the save {duration(save_s)}, the evaluation the "
-            f"other {duration(lost_s - save_s)}"
-        )
+        seconds, by = (save_s, lost_s - save_s), "save-checkpoint"
     elif timed is not None and lost_s > 0:
         eval_s = min(timed, lost_s)
-        seconds = (lost_s - eval_s, eval_s)
-        how = (
-            f"eval_runtime gives the evaluation {duration(eval_s)}, the save the other "
-            f"{duration(lost_s - eval_s)}"
-        )
+        seconds, by = (lost_s - eval_s, eval_s), "eval_runtime"
     else:
-        seconds = (None, None)
-        how = "the log does not time them apart"
+        seconds, by = (None, None), None
     shares = tuple(
-        Share(e.kind, e.iteration, t, e.evidence_kind, e.evidence)
+        Share(e.kind, e.iteration, t, e.evidence_kind, e)
         for e, t in ((save, seconds[0]), (evaluation, seconds[1]))
     )
-    text = (
-        f"{_NAMES[first.kind]} ({first.evidence}) and {_NAMES[other.kind]} "
-        f"({other.evidence}) after the same iteration: {how}"
-    )
+    both = SaveAndEvaluation(first, other, by, *seconds)
     kind = first.kind
     if seconds[0] is not None and seconds[1] is not None:
         kind = save.kind if seconds[0] >= seconds[1] else evaluation.kind
-    return Cause(kind, text, first.evidence_kind, shares, first.iteration)
+    return Cause(kind, both, first.evidence_kind, shares, first.iteration)
 
 
-def _candidates(evidence: _Evidence, low: int, high: int) -> list[_Event]:
+def _candidates(evidence: _Evidence, low: int, high: int) -> list[EventEvidence]:
     """The saves and evaluations after one of iterations `low`..`high`, strongest evidence
     first: those the logs record, else a multiple of the configured interval."""
     events, schedule = evidence.events, evidence.schedule
-    found: list[_Event] = []
-    sources: list[tuple[EventKind, dict[int, int | None], dict[int, str], str, Interval | None]] = [
-        ("checkpoint_save", events.saves, events.save_kinds, "saving checkpoint", schedule.save),
-        (
-            "evaluation",
-            events.evaluations,
-            events.evaluation_kinds,
-            "validation",
-            schedule.evaluation,
-        ),
+    found: list[EventEvidence] = []
+    sources: list[tuple[EventKind, dict[int, int | None], dict[int, str], Interval | None]] = [
+        ("checkpoint_save", events.saves, events.save_kinds, schedule.save),
+        ("evaluation", events.evaluations, events.evaluation_kinds, schedule.evaluation),
     ]
-    for kind, printed, kinds, what, interval in sources:
+    for kind, printed, kinds, interval in sources:
         known = evidence.iterations[kind]
         hits = known[bisect_left(known, low) : bisect_right(known, high)]
         for hit in hits:
             how = kinds.get(hit, "line")
-            line = printed[hit]
-            if how == "line":
-                where = f" (line {line})" if line is not None else ""
-                text = f"'{what}' at iteration {hit}{where}"
-            elif how == "folder":
-                text = f"a checkpoint folder of iteration {hit}"
-            else:
-                what = "a save" if kind == "checkpoint_save" else "a validation metric"
-                text = f"{what} recorded at step {hit}"
-            found.append(_Event(kind, hit, how, text))  # type: ignore[arg-type]
+            line = printed[hit] if how == "line" else None
+            found.append(EventSeen(kind, hit, how, line))  # type: ignore[arg-type]
         if hits or interval is None:
             continue
         multiple = high - high % interval.iterations
         if multiple >= max(low, 1):
-            text = f"iteration {multiple} is a multiple of {interval.source}"
-            found.append(_Event(kind, multiple, "interval", text))
+            found.append(IntervalMultiple(kind, multiple, interval.source))
     return sorted(
         found,
         key=lambda e: (EVIDENCE.index(e.evidence_kind), e.kind != "checkpoint_save", e.iteration),
@@ -481,41 +583,40 @@ def _time_cause(evidence: _Evidence, first: int, last: int) -> Cause:
     spreads = evidence.spreads.between(first, last)
     if spreads:
         row = min(spreads, key=lambda r: (-r["excess"], r["metric"]))
-        who = f"rank {row['rank']}" if row["rank"] is not None else "the slowest rank"
-        return Cause(
-            "straggler",
-            f"{row['metric']} at iteration {row['iteration']}: {who} at "
-            f"{number(row['spread'], '.2f')}{TIMES} the {row['against']}, against "
-            f"{number(row['typical'], '.2f')}{TIMES} typically",
-            "timer",
+        spread = RankSpread(
+            row["metric"],
+            row["iteration"],
+            row["rank"],
+            row["spread"],
+            row["typical"],
+            row["against"],
         )
+        return Cause("straggler", spread, "timer")
     phases = evidence.phases.between(first, last)
     phase = max(phases, key=lambda r: r["phase_delta_ms"]) if phases else None
     if phase is not None and (phase["phase_detail"] or phase["phase"]) in DATA_PHASES:
-        return Cause("data_loading", _phase_text(phase), "timer")
+        return Cause("data_loading", _grown(phase), "timer")
     flags = evidence.flags.between(first, last)
     skipped, nan = sum(r["skipped"] for r in flags), sum(r["nan"] for r in flags)
     if nan:
-        return Cause(
-            "nan", f"{plural(nan, 'NaN iteration')} logged in {iterations(first, last)}", "timer"
-        )
+        return Cause("nan", FlaggedIterations("nan", nan, first, last), "timer")
     if skipped:
-        return Cause(
-            "overflow",
-            f"{plural(skipped, 'skipped iteration')} (fp16 overflow) logged in "
-            f"{iterations(first, last)}",
-            "timer",
-        )
+        return Cause("overflow", FlaggedIterations("skipped", skipped, first, last), "timer")
     if phase is not None and phase["phase_delta_ms"] > 0:
-        return Cause("phase", _phase_text(phase), "timer")
-    return Cause("unknown", "no save, evaluation, rank spread, NaN or timer growth logged there")
+        return Cause("phase", _grown(phase), "timer")
+    return Cause("unknown", NothingFound("records"))
 
 
-def _phase_text(row: dict[str, object]) -> str:
-    text = f"{row['phase']} grew by {number(row['phase_delta_ms'], ',.0f', ' ms')}"
-    if row["phase_detail"]:
-        text += f" ({row['phase_detail']} +{number(row['detail_delta_ms'], ',.0f', ' ms')})"
-    return f"{text} at iteration {row['iteration']}, against its run median"
+def _grown(row: dict[str, Any]) -> PhaseGrowth:
+    """A `phases.phase_growth` row as evidence (a child only where one is named)."""
+    detail = row["phase_detail"] or None
+    return PhaseGrowth(
+        row["phase"],
+        row["iteration"],
+        row["phase_delta_ms"],
+        detail,
+        row["detail_delta_ms"] if detail else None,
+    )
 
 
 def _event_costs(
@@ -536,10 +637,11 @@ def _event_costs(
     excluded = {(s.segment, s.iteration) for s in analysis.slow.steps}
     warm = {w.segment: w.last_iteration for w in analysis.warmup if w.last_iteration is not None}
     costs = []
-    for kind, printed, kinds in (
+    sources: list[tuple[EventKind, dict[int, int | None], dict[int, str]]] = [
         ("checkpoint_save", events.saves, events.save_kinds),
         ("evaluation", events.evaluations, events.evaluation_kinds),
-    ):
+    ]
+    for kind, printed, kinds in sources:
         for iteration, line in printed.items():
             how = kinds.get(iteration, "line")
             if (kind, iteration) in taken:
@@ -560,21 +662,24 @@ def _event_costs(
             lost = (rec["step"] - pace) * rec["interval"]
             if lost <= 0 or rec["excess"] <= 0:
                 continue
-            where = f" (line {line})" if line is not None and how == "line" else ""
             costs.append(
                 EventCost(
-                    kind=kind,  # type: ignore[arg-type]
+                    kind=kind,
                     event_iteration=iteration,
                     segment=segment,
                     first_iteration=int(rec["first"]),
                     last_iteration=last,
                     lost_s=lost,
                     evidence_kind=how,  # type: ignore[arg-type]
-                    evidence=(
-                        f"after the {kind.replace('_', ' ')} at iteration {iteration}{where}, "
-                        f"iterations {rec['first']}-{last} ran at "
-                        f"{number(rec['step'], '.4g', ' s')} per step against the pace of "
-                        f"{number(pace, '.4g', ' s')}: {duration(lost)} more"
+                    evidence=EventAftermath(
+                        kind,
+                        iteration,
+                        line if how == "line" else None,
+                        int(rec["first"]),
+                        last,
+                        rec["step"],
+                        pace,
+                        lost,
                     ),
                 )
             )
@@ -582,34 +687,25 @@ def _event_costs(
 
 
 def _restart_cause(restart: Restart, events: Events, launch: StartUp | None) -> RestartCause:
-    saved = events.saves.get(restart.resumed_at)
-    source = (
-        f"resumed from the checkpoint saved at iteration {restart.resumed_at}"
-        + (f" (line {saved})" if saved is not None else "")
-        if restart.resumed_at in events.saves
-        else f"resumed at iteration {restart.resumed_at + 1}"
-    )
+    """A restart's gap split by the new launch's start-up timers, where it has a gap and
+    prints them."""
     startup = load = other = None
-    if restart.gap_s is None:
-        gap = "a gap of unknown length (no timestamps either side)"
-    elif launch is None:
-        gap = (
-            f"a gap of {duration(restart.gap_s)} (start-up, queueing and checkpoint load: the "
-            "log prints no start-up timers to split it)"
-        )
-    else:
+    if restart.gap_s is not None and launch is not None:
         startup = min(launch.setup_s, restart.gap_s)
         load = min(launch.checkpoint_load_s, startup)
         other = restart.gap_s - startup
-        gap = (
-            f"a gap of {duration(restart.gap_s)}: start-up {duration(startup)} (its setup "
-            f"timers, checkpoint load {duration(load)} of it) and {duration(other)} before it "
-            "(launch, queueing)"
-        )
-    evidence = (
-        f"the attempt before segment {restart.segment} stopped after iteration "
-        f"{restart.after_iteration}; {source}: {gap}, and "
-        f"{plural(restart.lost_iterations, 'iteration')} redone ({duration(restart.redone_s)})"
+    gap = RestartGap(
+        segment=restart.segment,
+        after_iteration=restart.after_iteration,
+        resumed_at=restart.resumed_at,
+        from_save=restart.resumed_at in events.saves,
+        save_line=events.saves.get(restart.resumed_at),
+        gap_s=restart.gap_s,
+        startup_s=startup,
+        checkpoint_load_s=load,
+        other_gap_s=other,
+        redone_iterations=restart.lost_iterations,
+        redone_s=restart.redone_s,
     )
     return RestartCause(
         segment=restart.segment,
@@ -619,5 +715,5 @@ def _restart_cause(restart: Restart, events: Events, launch: StartUp | None) -> 
         other_gap_s=other,
         redone_iterations=restart.lost_iterations,
         redone_s=restart.redone_s,
-        cause=Cause("restart", evidence),
+        cause=Cause("restart", gap),
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from loganalyzer.analysis.causes import Causes
+from loganalyzer.analysis.causes import CauseEvidence, Causes
 from loganalyzer.analysis.events import Schedule
 from loganalyzer.analysis.goodput import Goodput
 from loganalyzer.analysis.verdicts import Severity
@@ -68,7 +68,7 @@ class Lever:
     count: int = 0
     median_s: float | None = None
     every: int | None = None
-    evidence: str | None = None
+    evidence: CauseEvidence | None = None
     inputs: Mapping[str, Any] = field(default_factory=dict)
     factor: float = 1.0
 

@@ -36,6 +36,7 @@ from loganalyzer.analysis.verdicts import (
     TflopsMismatch,
     UnexplainedStalls,
 )
+from loganalyzer.render.evidence import cause_evidence
 from loganalyzer.render.numbers import (
     duration,
     iterations,
@@ -94,7 +95,7 @@ def finding_message(finding: Finding) -> str:
 
 def evidence_text(cause: Cause) -> str:
     """A cause's evidence, as a verdict quotes it after the cause's kind."""
-    return cause.evidence
+    return cause_evidence(cause.evidence)
 
 
 def reference_scope(band: ReferenceBand) -> str:

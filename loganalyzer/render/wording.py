@@ -17,8 +17,10 @@ from loganalyzer.analysis.levers import Lever, LeverFacts
 from loganalyzer.analysis.steady import WARMUP_FACTOR, Warmup
 from loganalyzer.flops.formulas import RatioReading
 from loganalyzer.render.ending import evidence_location
+from loganalyzer.render.evidence import cause_evidence
 from loganalyzer.render.numbers import (
     TIMES,
+    UNKNOWN,
     duration,
     iterations,
     number,
@@ -239,9 +241,10 @@ def lever_message(lever: Lever) -> str:
     if lever.code in ("CHECKPOINT_SAVE_COST", "EVALUATION_COST"):
         return _event_message(lever)
     if lever.code == "STRAGGLER_COST":
+        worst = cause_evidence(lever.evidence) if lever.evidence is not None else UNKNOWN
         return (
             f"{plural(lever.count, 'slow step')} trace to a straggling rank, "
-            f"{duration(lever.seconds)} ({percent(lever.share)}); the worst: {lever.evidence}. "
+            f"{duration(lever.seconds)} ({percent(lever.share)}); the worst: {worst}. "
             "Check that rank's node (thermals, ECC errors, a slow link) or exclude it"
         )
     if lever.code == "DATA_LOADING_COST":
