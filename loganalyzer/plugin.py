@@ -15,8 +15,8 @@ The entry point may name a class (instantiated without arguments) or an instance
     One line: which frameworks and versions it reads.
 ``detect(path) -> float``
     A confidence in [0, 1] that this parser reads ``path`` (a file or a folder). Must be cheap:
-    read at most the head of a file (``loganalyzer.sources.read_head``), never the whole of it;
-    must never raise (return 0.0 instead).
+    read at most the head of a file (``loganalyzer.sources.text_head`` of a text log, or
+    ``read_head``), never the whole of it; must never raise (return 0.0 instead).
 ``parse(path) -> Run``
     Extract the run's config (every value with its provenance) and its per-iteration table
     (``loganalyzer.model.conform_table`` fills the columns a format lacks). Parsers extract;

@@ -108,6 +108,28 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def text_head(path: Path, *, json_too: bool = False) -> str | None:
+    """The head of a file that may be a text log (`read_head`), for a parser's `detect`; None
+    for what cannot be one: not a regular file, a .json file (unless `json_too`: a parser
+    that reads JSON as text), nothing to read, or mostly binary (`is_probably_binary`).
+    Never raises."""
+    if not path.is_file() or (path.suffix == ".json" and not json_too):
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _text_head(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _text_head(path: Path, modified_ns: int, file_size: int) -> str | None:
+    """`text_head` kept while the file is unchanged: every parser's detection asks for it,
+    and the binary test costs about 3 ms a head (a compressed head is decompressed once)."""
+    head = read_head(path)
+    return None if not head or is_probably_binary(head) else head
+
+
 @functools.lru_cache(maxsize=4)
 def _plain_head(path: Path, size: int, modified_ns: int, file_size: int) -> str:
     """`read_head` of an uncompressed file in one read, kept while the file is unchanged (its

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from loganalyzer.analysis.comparison import zero_stage
 from loganalyzer.cli import main
+from loganalyzer.model import ConfigValue, Provenance
 from tests.report_helpers import summary_json
 
 PAIR = "bigscience/gpt2-meg-ds-3d/meg_ds_3d_gpt2_perf_n16-ds-{}.out"
@@ -251,3 +253,22 @@ def test_headline_names_the_largest_difference_and_what_differs(
     found = largest_difference(facts, rates)
     assert found is not None and found.figure == "tokens_per_s" and found.run == 1
     assert headline_sentence(["a", "b"], facts, found) == expected
+
+
+@pytest.mark.parametrize(
+    ("stated", "stage"),
+    [
+        ({"zero_stage": 0, "deepspeed": True}, None),  # stage 0 is no ZeRO
+        ({"zero_stage": 3, "deepspeed": True}, 3),
+        ({"zero_stage": 1.0}, 1),  # Megatron-DeepSpeed 2022 prints `zero_stage ... 1.0`
+        ({"zero_stage": 2, "deepspeed": False}, None),  # no engine: --zero-stage goes unused
+        ({"deepspeed": True}, None),
+    ],
+)
+def test_zero_stage_is_1_to_3_where_the_engine_runs_zero(
+    stated: dict[str, object], stage: int | None
+) -> None:
+    config = {
+        key: ConfigValue(value, Provenance("log", "x.log", 1)) for key, value in stated.items()
+    }
+    assert zero_stage(config) == stage

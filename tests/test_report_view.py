@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,8 @@ import pytest
 from loganalyzer.render.html import view_json
 from loganalyzer.render.numbers import percent
 from loganalyzer.render.view import SLOW_ROWS, build_view
-from tests.conftest import ROOT, assert_golden
-from tests.report_helpers import loaded_run, summary_json
+from tests.conftest import FIXTURES, ROOT, assert_golden
+from tests.report_helpers import loaded_run, summary_json, write_report
 from tests.test_golden import CASES, EXTRA_ARGS, _name
 
 
@@ -61,3 +62,23 @@ def test_an_older_or_newer_document_still_builds() -> None:
     assert view.verdicts == ()
     assert view.budget == ()
     assert next(f for f in view.headline if f.key == "mfu").text == "unknown: pass --gpu"
+
+
+# Megatron-DeepSpeed argument dumps, `zero_stage ... N`: the BigScience 3D run with DeepSpeed
+# on (fixtures/README.md), its ZeRO-3 run cut by the time limit (fixtures/endings/README.md),
+# and a 2022 MoE run's `zero_stage ... 1.0` (fixtures/README.md). Stage 0 is no ZeRO.
+@pytest.mark.parametrize(
+    ("log", "parallelism"),
+    [
+        ("megatron_deepspeed/bigscience_gpt2_3d_ds_on.out", "TP=4 PP=16 DP=1"),
+        ("endings/time_limit/bigscience_megds_zero_step_then_job.log", "TP=4 DP=16 ZeRO-3"),
+        ("corpus/megatron_deepspeed/msds_2022_moe64_ep4_fp16.log", "TP=1 PP=1 DP=4 EP=4 ZeRO-1"),
+    ],
+)
+def test_the_identity_line_names_zero_from_stage_1(
+    log: str, parallelism: str, tmp_path: Path
+) -> None:
+    report = write_report([str(FIXTURES / log)], ["--gpu", "v100-sxm2"], tmp_path / "report.html")
+    setup = re.search(r'<p class="meta setup">(.*?)</p>', report.read_text(), re.S)
+    assert setup is not None
+    assert re.findall(r"<span>(.*?)</span>", setup.group(1))[0] == parallelism

@@ -9,7 +9,13 @@ import pytest
 
 from loganalyzer.errors import InputError
 from loganalyzer.parsers.megatron import MegatronParser
-from loganalyzer.sources import expand_sources, is_probably_binary, iter_line_chunks, read_head
+from loganalyzer.sources import (
+    expand_sources,
+    is_probably_binary,
+    iter_line_chunks,
+    read_head,
+    text_head,
+)
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "megatron" / "bigscience_gpt2_tp4_pp8.out"
@@ -115,3 +121,28 @@ def test_a_file_without_line_breaks_is_refused_not_buffered(
     path.write_bytes(b"ok\n" + b"x" * 5000)
     with pytest.raises(InputError, match=r"blob\.log: line 2 runs past 0 MB without a line break"):
         list(iter_line_chunks(path, 256))
+
+
+def test_text_head_is_none_for_what_no_text_parser_claims(tmp_path: Path) -> None:
+    text = SAMPLE.read_text()
+    log, named_json, packed = tmp_path / "run.log", tmp_path / "run.json", tmp_path / "run.gz"
+    log.write_text(text)
+    named_json.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "empty.log").write_bytes(b"")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 400)
+    assert text_head(log) == text_head(packed) == text
+    assert text_head(named_json) is None
+    assert text_head(named_json, json_too=True) == text
+    for name in ("empty.log", "blob.bin", "missing.log", "."):
+        assert text_head(tmp_path / name) is None, name
+
+
+def test_text_head_is_read_again_once_the_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    path.write_text("first line\n")
+    assert text_head(path) == "first line\n"
+    path.write_text("the file now holds more\n")
+    assert text_head(path) == "the file now holds more\n"
+    path.write_bytes(bytes(range(256)) * 400)
+    assert text_head(path) is None

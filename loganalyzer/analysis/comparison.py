@@ -201,7 +201,6 @@ def identity_of(document: Mapping[str, Any], config: Mapping[str, ConfigValue]) 
     iterations = document.get("iterations") or {}
     deepspeed = _value(config, "deepspeed")
     engine = deepspeed if isinstance(deepspeed, bool) else None
-    zero = _int(_value(config, "zero_stage"))
     return RunIdentity(
         framework=run.get("framework"),
         deepspeed=engine,
@@ -224,7 +223,7 @@ def identity_of(document: Mapping[str, Any], config: Mapping[str, ConfigValue]) 
             data=_int(split.get("data")),
             context=_int(split.get("context")) or 1,
             expert=_int(split.get("expert")) or 1,
-            zero_stage=zero if zero and engine is not False else None,
+            zero_stage=zero_stage(config),
         ),
         precision=run.get("dtype"),
         recompute=None if run.get("recompute_assumed") else run.get("recompute"),
@@ -285,6 +284,16 @@ def largest_difference(
             )
             best = (size, found)
     return best[1] if best else None
+
+
+def zero_stage(config: Mapping[str, ConfigValue]) -> int | None:
+    """The ZeRO stage a run trained with: 1-3 where the DeepSpeed engine runs ZeRO; None for
+    stage 0 (no ZeRO), a stage the config does not state, or Megatron-DeepSpeed without its
+    `--deepspeed` engine (its `--zero-stage` then goes unused)."""
+    stage = _int(_value(config, "zero_stage"))
+    if stage not in (1, 2, 3) or _value(config, "deepspeed") is False:
+        return None
+    return stage
 
 
 def _value(config: Mapping[str, ConfigValue], name: str) -> object:

@@ -17,7 +17,7 @@ from loganalyzer.declared.schema import DeclaredFormat, parse_format
 from loganalyzer.endings import read_endings
 from loganalyzer.errors import InputError, NothingReadError
 from loganalyzer.model import ConfigValue, Provenance, Run, SourceInfo
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.textlog import clean, scanned_chunks, strip_launcher
 
 # Below every built-in parser's claim but the launcher's (an ending alone): a file a
@@ -96,8 +96,8 @@ def _head_lines(path: str, mtime_ns: int, size: int) -> pl.Series:
     """The non-empty lines of a file's head as a format's pattern sees them (colour codes
     and launcher labels off), split once for every declared format's detection (a head of
     millions of empty lines, a gzip bomb's, costs one split in polars, not one each)."""
-    head = read_head(Path(path))
-    if not head or is_probably_binary(head):
+    head = text_head(Path(path), json_too=True)
+    if head is None:
         return pl.Series("text", [], dtype=pl.String)
     lines = pl.Series("text", [head]).str.split("\n").explode().str.strip_chars_end("\r")
     lines = lines.filter(lines.str.len_bytes() > 0)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from loganalyzer.analysis.comparison import zero_stage
 from loganalyzer.analysis.incident_verdicts import CODES as INCIDENT_CODES
 from loganalyzer.analysis.outcome import ENDING_SEVERITY
 from loganalyzer.model import Run
@@ -959,8 +960,8 @@ def health_view(doc: Mapping[str, Any]) -> Health | None:
 
 def _setup(doc: Mapping[str, Any], run: Run | None) -> tuple[str, ...]:
     """Parallelism, batch, sequence length and precision as the identity line prints them.
-    The micro-batch size and ZeRO stage are not in the document: they come from the run's
-    config when the run is at hand."""
+    The micro-batch size and ZeRO stage (1-3: `analysis.comparison.zero_stage`) are not in
+    the document: they come from the run's config when the run is at hand."""
     run_doc = doc.get("run") or {}
     config = run.config if run is not None else {}
 
@@ -971,7 +972,7 @@ def _setup(doc: Mapping[str, Any], run: Run | None) -> tuple[str, ...]:
     par = run_doc.get("parallelism") or {}
     labels = {"tensor": "TP", "pipeline": "PP", "data": "DP", "context": "CP", "expert": "EP"}
     parallel = [f"{labels.get(k, k)}={v}" for k, v in par.items() if v is not None]
-    zero = configured("zero_stage")
+    zero = zero_stage(config)  # stage 0 is no ZeRO
     if zero is not None:
         parallel.append(f"ZeRO-{zero}")
     parts = [" ".join(parallel) or f"parallelism {UNKNOWN}"]

@@ -25,7 +25,7 @@ from loganalyzer.parsers.deepspeed.config import (
     json_config,
     pipeline_width,
 )
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import read_head, text_head
 from loganalyzer.textlog import scanned_chunks, to_timestamp
 
 DEEPSPEED_MARKERS = re.compile(
@@ -131,12 +131,10 @@ class DeepSpeedParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file():
+        head = text_head(path, json_too=True)
+        if head is None or not any(literal in head for literal in DEEPSPEED_LITERALS):
             return 0.0
-        head = read_head(path)
-        if not any(literal in head for literal in DEEPSPEED_LITERALS):
-            return 0.0
-        if is_probably_binary(head) or not DEEPSPEED_MARKERS.search(head):
+        if not DEEPSPEED_MARKERS.search(head):
             return 0.0
         if MEGATRON_MARKERS.search(head) or any(record in head for record in HF_RECORDS):
             return 0.2

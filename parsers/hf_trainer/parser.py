@@ -24,7 +24,7 @@ from loganalyzer.parsers.hf_trainer.entries import (
     train_entries,
 )
 from loganalyzer.parsers.hf_trainer.facts import add_derived
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import read_head, text_head
 
 # A dict or the training block at the start of a line (indented as a pasted log may be, after
 # a launcher or logger prefix, `%(name)s - %(message)s` as the examples' loggers print, or the
@@ -85,13 +85,11 @@ class HfTrainerParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file():
-            return 0.0
         if path.name == output_dir.STATE:
             # Older checkpoint copies only fill what the newest lacks: one Run per output_dir.
-            return 0.95 if output_dir.is_newest_copy(path) else 0.0
-        head = read_head(path)
-        if not head or is_probably_binary(head):
+            return 0.95 if path.is_file() and output_dir.is_newest_copy(path) else 0.0
+        head = text_head(path, json_too=True)  # a trainer_state.json under another name
+        if head is None:
             return 0.0
         if '"log_history": [' in head and STATE_MARKER.search(head):
             return 0.9

@@ -10,7 +10,7 @@ import polars as pl
 from loganalyzer.endings import candidates, read_endings
 from loganalyzer.errors import InputError, NothingReadError
 from loganalyzer.model import ITERATION_SCHEMA, Run, SourceInfo, empty_metrics
-from loganalyzer.sources import is_probably_binary, open_binary, read_head
+from loganalyzer.sources import open_binary, text_head
 from loganalyzer.textlog import scanned_chunks
 
 # Below every framework parser's score: a file any of them reads is theirs.
@@ -49,10 +49,8 @@ class LauncherParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if not head or is_probably_binary(head):
+        head = text_head(path)
+        if head is None:
             return 0.0
         if ENDING_MARKERS.search(head) or ENDING_MARKERS.search(_tail(path)):
             return DETECT_SCORE

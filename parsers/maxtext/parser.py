@@ -13,7 +13,7 @@ from loganalyzer.errors import NothingReadError
 from loganalyzer.model import Run, SourceInfo, conform_metrics, conform_table
 from loganalyzer.parsers.maxtext import lines
 from loganalyzer.parsers.maxtext.config import run_config
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.textlog import scanned_chunks
 
 # A step line, whatever precedes it on its line.
@@ -38,12 +38,8 @@ class MaxTextParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if "completed step: " not in head and "Config param " not in head:
-            return 0.0
-        if is_probably_binary(head):
+        head = text_head(path)
+        if head is None or ("completed step: " not in head and "Config param " not in head):
             return 0.0
         if STEP_LINE.search(head):
             return 0.9

@@ -38,7 +38,7 @@ from loganalyzer.parsers.megatron.metrics import (
     row_key,
 )
 from loganalyzer.parsers.megatron.scan import Chunk, scan_chunk, stateful_frames
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.spill import SpillingTable
 from loganalyzer.textlog import scanned_in_flight
 
@@ -77,10 +77,8 @@ class MegatronParser:
 
     def detect(self, path: Path) -> float:
         # a JSON file (PEFT's adapter_config.json names "megatron.core") is never a stdout log
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if not head or is_probably_binary(head):
+        head = text_head(path)
+        if head is None:
             return 0.0
         if _has_iteration_line(head):
             return 0.95

@@ -14,7 +14,7 @@ from loganalyzer.model import Run, SourceInfo, conform_metrics
 from loganalyzer.parsers.nanotron import lines
 from loganalyzer.parsers.nanotron.config import run_config
 from loganalyzer.parsers.steps import launches, one_copy, step_table
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.textlog import scanned_chunks
 
 # An iteration line: the counter, then nanotron's own field names.
@@ -48,12 +48,8 @@ class NanotronParser:
     tested_on = ("nanotron 2024-01", "nanotron 2024-08 (0.4)", "nanotron 2025-10")
 
     def detect(self, path: Path) -> float:
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if "iteration: " not in head and "|DP=" not in head:
-            return 0.0
-        if is_probably_binary(head):
+        head = text_head(path)
+        if head is None or ("iteration: " not in head and "|DP=" not in head):
             return 0.0
         if ITERATION_LINE.search(head):
             return ITERATION_SCORE

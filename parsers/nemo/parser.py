@@ -22,7 +22,7 @@ from loganalyzer.model import (
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.parsers.nemo import config as nemo_config
 from loganalyzer.parsers.nemo import lines
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.textlog import scanned_chunks, timestamps
 
 # What detection looks for in a file's head, and how sure each makes it. A Megatron-Bridge
@@ -73,10 +73,8 @@ class NemoParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if not head or is_probably_binary(head):
+        head = text_head(path)
+        if head is None:
             return 0.0
         if BRIDGE_DUMP in head and BRIDGE_TARGET in head:
             return 0.97

@@ -14,7 +14,7 @@ from loganalyzer.model import Run, SourceInfo, conform_metrics
 from loganalyzer.parsers.steps import launches, one_copy, step_table
 from loganalyzer.parsers.torchtitan import lines
 from loganalyzer.parsers.torchtitan.config import run_config
-from loganalyzer.sources import is_probably_binary, read_head
+from loganalyzer.sources import text_head
 from loganalyzer.textlog import scanned_chunks
 
 # A step line: the counter and loss, then one of the fields only torchtitan prints together.
@@ -55,12 +55,8 @@ class TorchtitanParser:
     )
 
     def detect(self, path: Path) -> float:
-        if not path.is_file() or path.suffix == ".json":
-            return 0.0
-        head = read_head(path)
-        if "step:" not in head and "titan" not in head:
-            return 0.0
-        if is_probably_binary(head):
+        head = text_head(path)
+        if head is None or ("step:" not in head and "titan" not in head):
             return 0.0
         if "step:" in head and STEP_LINE.search(head):
             return STEP_SCORE
