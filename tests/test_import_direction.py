@@ -1,5 +1,7 @@
-"""Data flows one way, and the imports say so: commands -> fleet -> summary -> parsers -> load ->
-flops/analysis -> render. A module may import what stands below it, never what stands above.
+"""Data flows one way (sources -> parsers -> Run -> analysis and FLOPs -> render), and the imports
+say so. The commands, the fleet and the summary builder stand above and call each stage; the
+renderers read the analysis' facts and word them, so render imports analysis and flops, never
+the reverse; neither the analysis nor the FLOPs count knows the fleet.
 
 Read from the source (the `import` statements of each module, at any depth of the file), so
 that an import made late, inside a function, counts as much as one at the top.
@@ -22,6 +24,8 @@ RULES = [
     ("loganalyzer.render", "loganalyzer.commands", "renderers are called, they do not call"),
     ("loganalyzer.analysis", "loganalyzer.fleet", "one run's analysis knows no fleet"),
     ("loganalyzer.flops", "loganalyzer.fleet", "the FLOPs count knows no fleet"),
+    ("loganalyzer.analysis", "loganalyzer.render", "the analysis returns facts, render words"),
+    ("loganalyzer.flops", "loganalyzer.render", "the FLOPs count returns facts, render words"),
 ]
 
 
@@ -55,31 +59,3 @@ def test_no_import_against_the_flow(package: str, forbidden: str, why: str) -> N
 def test_the_rules_see_the_modules_they_name() -> None:
     for package, _, _ in RULES:
         assert modules_of(package), f"{package} has no modules: a rule on nothing holds trivially"
-
-
-# The analysis and FLOPs modules whose sentences already moved to `render.wording`: they
-# return facts, and none may import a renderer again. A module joins the tuple as its wording
-# moves; when every module of both packages is in it, the tuple gives way to two RULES
-# ("loganalyzer.analysis" and "loganalyzer.flops" must not import "loganalyzer.render").
-CLEAN_OF_WORDING = (
-    "loganalyzer.analysis.accounting",
-    "loganalyzer.analysis.causes",
-    "loganalyzer.analysis.goodput",
-    "loganalyzer.analysis.incident_verdicts",
-    "loganalyzer.analysis.levers",
-    "loganalyzer.analysis.steady",
-    "loganalyzer.analysis.verdicts",
-    "loganalyzer.flops.formulas",
-)
-
-
-@pytest.mark.parametrize("module", CLEAN_OF_WORDING)
-def test_modules_clean_of_wording_import_no_renderer(module: str) -> None:
-    path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
-    assert path.is_file(), f"{module} is not a module: a rule on nothing holds trivially"
-    renderers = sorted(
-        name
-        for name in imported(path)
-        if name == "loganalyzer.render" or name.startswith("loganalyzer.render.")
-    )
-    assert not renderers, f"{module} returns facts, not words, yet imports {renderers}"
