@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from loganalyzer.analysis.causes import Cause
+from loganalyzer.analysis.causes import Cause, FlaggedIterations, NothingFound
 from loganalyzer.analysis.restarts import Stall
 from loganalyzer.analysis.slow_steps import Periodic, SlowKind, SlowStep, Sustained
 from loganalyzer.analysis.steady import Drift
@@ -85,9 +85,7 @@ H100_UNLIKE = ReferenceBand(
     "h100", "bf16", False, 0.29, 0.464, (MPT_7B, LLAMA_405B, MPT_70B, TITAN_405B), True
 )
 LOW_CONFIDENCE = "the steady step time, TFLOPS and MFU rest on {} records (fewer than 10)"
-UNKNOWN_CAUSE = Cause(
-    "unknown", "no save, evaluation, rank spread, NaN or timer growth logged there"
-)
+UNKNOWN_CAUSE = Cause("unknown", NothingFound("records"))
 
 
 def slow_step(
@@ -247,7 +245,7 @@ CASES = [
                 6.0,
                 206.0,
                 slow_step(78, 78, 5.0, 1.0, 4.0, "spike"),
-                Cause("overflow", "2 skipped iterations (fp16 overflow) logged in iteration 78"),
+                Cause("overflow", FlaggedIterations("skipped", 2, 78, 78)),
             ),
             6.0,
         ),
@@ -464,5 +462,5 @@ def test_the_reference_scope_names_the_runs_the_band_spans(band: ReferenceBand, 
 
 
 def test_a_cause_s_evidence_is_quoted_as_the_causes_give_it() -> None:
-    cause = Cause("overflow", "2 skipped iterations (fp16 overflow) logged in iteration 78")
+    cause = Cause("overflow", FlaggedIterations("skipped", 2, 78, 78))
     assert evidence_text(cause) == "2 skipped iterations (fp16 overflow) logged in iteration 78"
