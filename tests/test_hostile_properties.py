@@ -4,12 +4,13 @@ the fuzz target of every registered parser (the same one `fuzz/fuzz_parsers.py` 
 from __future__ import annotations
 
 import tempfile
+from functools import cache
 from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fuzz.targets import discover, run_pipeline
+from fuzz.targets import Target, discover, run_pipeline
 from loganalyzer.load import load_runs
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.registry import load_registry
@@ -154,12 +155,19 @@ def test_every_registered_parser_has_a_seeded_fuzz_target() -> None:
         assert target.file_name in {seed.name for seed in target.seeds}
 
 
+@cache
+def _targets() -> list[Target]:
+    """The fuzz targets, found once: finding them runs every parser's detection on every
+    fixture (1.6 s of CPU), which each example repeated."""
+    return sorted(discover(load_registry()).values(), key=str)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_targets_survive_mutated_seeds(data: st.DataObject) -> None:
     """A few hypothesis-driven rounds of what the atheris harness does for hours."""
     registry = load_registry()
-    target = data.draw(st.sampled_from(sorted(discover(registry).values(), key=str)))
+    target = data.draw(st.sampled_from(_targets()))
     seed = data.draw(st.sampled_from(target.seeds)).read_bytes()
     cut = data.draw(st.integers(0, len(seed)))
     junk = data.draw(st.binary(max_size=64))

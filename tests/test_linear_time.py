@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from bench import hostile
 from loganalyzer.cli import main
+from loganalyzer.gzipread import CAP_FLOOR, cap
 from loganalyzer.parsers.megatron import MegatronParser
 from loganalyzer.parsers.megatron.template import KEY_VALUE, key_and_value
 from loganalyzer.sources import HEAD_BYTES, read_head
@@ -118,8 +119,10 @@ GZIP_FACTOR = 8.0
 
 
 def test_a_gzip_bomb_of_newlines_is_capped_with_a_warning(tmp_path: Path) -> None:
-    bomb = hostile.gzip_flood(tmp_path / "newlines.log.gz", 1 << 30, b"\n")
+    # 256 MB of newlines in 0.27 MB: capped at 100 times that, the ratio's cap, not the floor
+    bomb = hostile.gzip_flood(tmp_path / "newlines.log.gz", 256 << 20, b"\n")
     size = bomb.stat().st_size
+    assert CAP_FLOOR < cap(size) < 256 << 20
     benign = hostile.gzip_benign(tmp_path / "benign.log.gz", 24 * size)
     summary = _assert_linear(bomb, benign, GZIP_FACTOR)
     warnings = _warnings(summary)

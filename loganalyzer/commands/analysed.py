@@ -22,7 +22,7 @@ from loganalyzer.commands.options import (
 from loganalyzer.commands.progress import ReadProgress, show_progress
 from loganalyzer.commands.runs import choose_runs
 from loganalyzer.registry import load_registry
-from loganalyzer.secrets import mask_secrets
+from loganalyzer.secrets import mask_secrets, planted_secrets
 from loganalyzer.sources import READ_PROGRESS, REFRESH_REMOTE
 from loganalyzer.terminal import echo, warn
 
@@ -129,7 +129,9 @@ def summarise(
 
 def show_listing(loaded: Loaded) -> None:
     """On stderr: the files passed over and why, and those read as part of another source."""
+    # the environment's credentials found once, not once a line (10,000 ignored files)
+    environment = planted_secrets()
     for skipped in loaded.ignored:
-        echo(mask_secrets(f"ignored {skipped.path}: {skipped.reason}"), err=True)
+        echo(mask_secrets(f"ignored {skipped.path}: {skipped.reason}", {}, environment), err=True)
     for part in loaded.read_along:
-        echo(mask_secrets(f"read {part.path} {part.how}"), err=True)
+        echo(mask_secrets(f"read {part.path} {part.how}", {}, environment), err=True)

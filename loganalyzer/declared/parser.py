@@ -46,7 +46,10 @@ class DeclaredParser:
                 return 0.0
             stat = path.stat()
             lines = _head_lines(str(path), stat.st_mtime_ns, stat.st_size)
-            matched = int(lines.str.contains(self.format.record.pattern).sum())
+            # an empty head matches nothing: no polars query per format (10,000 empty files
+            # in a run folder cost 0.7 ms each in the six formats' queries)
+            pattern = self.format.record.pattern
+            matched = int(lines.str.contains(pattern).sum()) if len(lines) else 0
         except (OSError, pl.exceptions.PolarsError):
             return 0.0
         if not matched:
