@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from loganalyzer.errors import InputError, UnrecognisedSourceError
@@ -45,9 +48,32 @@ def load_registry() -> Registry:
     and the formats given with ``--format-file`` to the command running."""
     from loganalyzer import declared  # polars: not needed for `--help`
 
+    found = _registered(entry_points, tuple(sys.path))
+    parsers = dict(found.parsers)
+    for given in declared.given_formats():
+        if given.name in parsers:
+            taken = parsers[given.name]
+            raise InputError(
+                f"{given.format.origin}: name {given.name!r} is already registered"
+                f" ({taken.distribution}: {taken.entry_point}); give the format another name"
+            )
+        parsers[given.name] = LoadedParser(given, "--format-file", given.format.origin)
+    return Registry(parsers, dict(found.broken))
+
+
+@lru_cache(maxsize=8)
+def _registered(
+    discover: Callable[..., Iterable[EntryPoint]], search_path: tuple[str, ...]
+) -> Registry:
+    """The entry points' parsers, read once per process and search path (as Python imports
+    a module once): reading every distribution's metadata and parsing the declared formats
+    took 30 ms, paid again by every command a process runs. `discover` is in the key so that
+    a replaced `entry_points` (a test's plugin) is read afresh."""
+    from loganalyzer import declared
+
     parsers: dict[str, LoadedParser] = {}
     broken: dict[str, str] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for ep in sorted(discover(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = ep.dist.name if ep.dist is not None else "?"
         try:
             if ep.value.endswith(".toml"):
@@ -62,14 +88,6 @@ def load_registry() -> Registry:
             broken[ep.name] = f"{dist}: {ep.value} lacks name/description/detect/parse"
             continue
         parsers.setdefault(parser.name, LoadedParser(parser, dist, ep.value))
-    for given in declared.given_formats():
-        if given.name in parsers:
-            taken = parsers[given.name]
-            raise InputError(
-                f"{given.format.origin}: name {given.name!r} is already registered"
-                f" ({taken.distribution}: {taken.entry_point}); give the format another name"
-            )
-        parsers[given.name] = LoadedParser(given, "--format-file", given.format.origin)
     return Registry(parsers, broken)
 
 

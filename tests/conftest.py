@@ -1,12 +1,22 @@
-"""Shared test helpers: fixture paths, the shared reference logs, golden-file comparison."""
+"""Shared test helpers: fixture paths, the shared reference logs, golden-file comparison, and
+results computed once per test session whichever xdist worker needs them first."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+try:
+    import fcntl
+except ImportError:  # Windows: each worker computes what it needs
+    fcntl = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -48,3 +58,46 @@ def shared_logs() -> Path:
     logs = SHARED / "logs"
     assert logs.is_dir(), f"{logs} missing: the shared reference material must sit beside the repo"
     return logs
+
+
+T = TypeVar("T")
+
+
+class SessionResults:
+    """Values computed once per session and shared by the xdist workers through files in the
+    folder they share (the session's base temporary folder): a worker that needs a value
+    another computed reads it instead of computing it again. A lock per key makes a second
+    worker wait for the first rather than compute beside it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def get(self, key: str, compute: Callable[[], T]) -> T:
+        if fcntl is None:
+            return compute()
+        stem = self.folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+        done = stem.with_suffix(".pickle")
+        with stem.with_suffix(".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if done.exists():
+                    value: T = pickle.loads(done.read_bytes())
+                    return value
+                value = compute()
+                partial = stem.with_suffix(".partial")
+                partial.write_bytes(pickle.dumps(value))
+                partial.replace(done)
+                return value
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def session_results(tmp_path_factory: pytest.TempPathFactory) -> SessionResults:
+    """Under xdist each worker's base folder is `<session>/popen-gwN`: the values go in a
+    folder of `<session>`, which every worker of this session sees and no other session."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "session-results"
+    folder.mkdir(exist_ok=True)
+    return SessionResults(folder)

@@ -41,7 +41,7 @@ from loganalyzer.render.numbers import duration, number, percent, seconds
 from loganalyzer.render.text import render_summary
 from loganalyzer.render.view import build_view, headline
 from loganalyzer.render.viewmodel import ReportView
-from tests.conftest import FIXTURES, SHARED
+from tests.conftest import FIXTURES, SHARED, SessionResults
 from tests.test_golden import EXTRA_ARGS
 from tests.test_output_formats import _ReadableText, strings
 
@@ -163,15 +163,15 @@ def _settings(args: list[str]) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def outputs() -> Iterator[dict[Path, Outcome]]:
-    """Each input's outputs, rendered once for every check of this module."""
-    cache: dict[Path, Outcome] = {}
+def outputs(session_results: SessionResults) -> Iterator[dict[Path, Outcome]]:
+    """Each input's outputs, rendered once for every check of this module, on whichever
+    worker reaches it first (an input's four checks are spread over the workers)."""
 
     class Lazy(dict[Path, Outcome]):
         def __missing__(self, path: Path) -> Outcome:
-            cache[path] = _render(path)
-            self[path] = cache[path]
-            return cache[path]
+            outcome = session_results.get(f"consistency {path}", lambda: _render(path))
+            self[path] = outcome
+            return outcome
 
     yield Lazy()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loganalyzer import cli
 from loganalyzer.cli import main
 from loganalyzer.load import Loaded
 from loganalyzer.model import Run, SourceInfo, empty_metrics
@@ -302,9 +304,38 @@ def test_the_shared_logs_are_there() -> None:
     assert len([p for p in INPUTS if SHARED_LOGS in p.parents]) >= 40
 
 
-@pytest.mark.parametrize("path", INPUTS, ids=[str(p) for p in INPUTS])
+@pytest.fixture(scope="module")
+def read_once() -> Iterator[None]:
+    """The four summaries of a source (JSON and text, without and with --gpu, one after the
+    other) read it once: the later three take the runs the first read (`load_sources`, which
+    --gpu does not change), and make their summaries of them as the CLI does. What these
+    tests check is what a summary makes of a run; reading is checked by the parser and
+    golden tests. A source that cannot be read is tried each time (its error each time)."""
+    real = cli.load_sources
+    last: dict[tuple[object, ...], list[Loaded]] = {}
+
+    def once(
+        sources: Sequence[str], forced_format: str | None, quiet: bool, refresh: bool
+    ) -> list[Loaded]:
+        key = (tuple(sources), forced_format, quiet, refresh)
+        if key not in last:
+            runs = real(sources, forced_format, quiet, refresh)
+            last.clear()  # one source's runs held at a time
+            last[key] = runs
+        return last[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "load_sources", once)
+        yield
+
+
+# A source's two variants side by side (the --gpu one varies fastest): `read_once` reads it
+# once for both.
 @pytest.mark.parametrize("gpu", [(), ("--gpu", "h100-sxm")], ids=["", "gpu"])
-def test_no_summary_prints_an_impossible_figure(path: Path, gpu: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("path", INPUTS, ids=[str(p) for p in INPUTS])
+def test_no_summary_prints_an_impossible_figure(
+    path: Path, gpu: tuple[str, ...], read_once: None
+) -> None:
     runner = CliRunner()
     as_json = runner.invoke(main, ["summary", "-q", "--json", str(path), *gpu])
     if as_json.exit_code != 0:  # not read (exit 1 or 3): nothing printed to check

@@ -369,8 +369,11 @@ def _key_value_shape(
     )
     tests.extend(_read_as_numbers(values, list(keys)))
     fits = values.select(pl.all_horizontal(tests).fill_null(False)).to_series()
-    named = {p: pl.DataFrame({"key": [k]}).select(name).item() for p, k in keys.items()}
-    named = {p: metric for p, metric in named.items() if metric is not None}
+    # every key's metric name in one frame: one query, not one per key
+    metrics = pl.DataFrame({"key": list(keys.values())}, schema={"key": pl.String}).select(name)
+    named = {
+        p: metric for p, metric in zip(keys, metrics.to_series(), strict=True) if metric is not None
+    }
     if not named or not fits.any():
         return fits, None
     return fits, _interleaved(values.filter(fits), named)
