@@ -44,6 +44,8 @@ LETTER_X = re.compile(r"(?<![A-Za-z])\d+(?:\.\d+)?x(?![0-9A-Za-z])")
 # their own tests
 NOT_FORMATS = {
     "numbers",
+    "evidence",
+    "verdict_wording",
     "wording",
     "ending",
     "view",
