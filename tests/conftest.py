@@ -3,6 +3,7 @@ results computed once per test session whichever xdist worker needs them first."
 
 from __future__ import annotations
 
+import compileall
 import hashlib
 import os
 import pickle
@@ -25,6 +26,18 @@ SHARED = ROOT.parent / "shared"
 
 # Regenerate every golden file: LOGANALYZER_UPDATE_GOLDENS=1 python -m pytest
 UPDATE = os.environ.get("LOGANALYZER_UPDATE_GOLDENS") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package and the tests once, before any xdist worker starts: an environment
+    that sets PYTHONDONTWRITEBYTECODE (as CI may) has every worker, and every `loganalyzer`
+    process a test starts, compile them again (0.72 instead of 0.49 s of CPU for a summary
+    of the bundled example; 20 % of the hostile-input tests' time). Bytecode already written
+    is read whatever the variable says."""
+    if hasattr(config, "workerinput"):
+        return
+    for folder in ("loganalyzer", "parsers", "tests"):
+        compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
 
 
 def scrub(text: str) -> str:
