@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from loganalyzer.cli import main
 from loganalyzer.fleet import worker as worker_module
-from loganalyzer.fleet.engines import Item, PoolEngine, Result
+from loganalyzer.fleet.engines import Item, PoolEngine, RayEngine, Result
 from loganalyzer.fleet.indexer import build_index
 from loganalyzer.fleet.layout import RUNS_DIR
 from loganalyzer.fleet.worker import Settings, Task, analyse_folder
@@ -375,6 +375,32 @@ def test_a_run_past_the_time_limit_is_recorded_as_an_error(
     assert failed.pop("fleet/medium/run-04") == "timed out after 10 s"
     assert list(failed) == ["fleet/wide/run-03"]
     _assert_consistent(dataset, 3 * RUNS_PER_CONFIG)
+
+
+class _SwappedRay(RayEngine):
+    """Ray tasks that run `_sleeps_on_run_04` in place of analyse_folder."""
+
+    def map(
+        self, function: Callable[[Item], Result], items: Sequence[Item], **more: Any
+    ) -> Iterator[Result]:
+        swapped: Any = _sleeps_on_run_04 if function is analyse_folder else function
+        yield from super().map(swapped, items, **more)
+
+
+def test_a_ray_task_past_the_time_limit_is_recorded_as_an_error(tree: Tree, tmp_path: Path) -> None:
+    """Ray's tasks were not timed: a folder that hung held the index for good. The limit
+    counts from the task's start on a worker, not from its submission."""
+    from ray import cloudpickle
+
+    # pytest imports this file under a name Ray's workers cannot import: send its code along
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    dataset = tmp_path / "index"
+    began = time.monotonic()
+    with _SwappedRay(2, timeout=10) as engine:
+        result = build_index([str(tree.root / "medium")], str(dataset), SETTINGS, engine)
+    assert time.monotonic() - began < 120  # not the 600 s it sleeps
+    assert dict(result.failed) == {"medium/run-04": "timed out after 10 s"}
+    assert result.analysed == RUNS_PER_CONFIG
 
 
 def test_run_timeout_is_an_option_with_an_example() -> None:

@@ -270,10 +270,13 @@ def _failure(failed: Callable[[Item, str], Result] | None, item: Item, why: str)
 
 class RayEngine:
     """Ray tasks on the cluster at RAY_ADDRESS, or on a local one started for the index (and
-    stopped after it) with `jobs` CPUs."""
+    stopped after it) with `jobs` CPUs. Each task is limited to `timeout` seconds from its
+    start on a worker (an alarm in the worker, which runs it in its main thread), not from
+    its submission: on a cluster the tasks queue for its CPUs."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, timeout: float | None = None) -> None:
         self.jobs = jobs
+        self.timeout = timeout
         self.started_here = False
 
     def __enter__(self) -> RayEngine:
@@ -305,8 +308,8 @@ class RayEngine:
         failed: Callable[[Item, str], Result] | None = None,
     ) -> Iterator[Result]:
         ray = _ray()
-        remote = ray.remote(function)
-        pending = {remote.remote(item): item for item in items}
+        remote = ray.remote(_inline)
+        pending = {remote.remote(function, item, self.timeout, failed): item for item in items}
         names = ("WorkerCrashedError", "OutOfMemoryError")  # the latter since Ray 2.2
         crashed = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
         try:
@@ -333,9 +336,9 @@ def _ray() -> Any:
 
 def make_engine(name: str, jobs: int, timeout: float | None = None) -> Engine:
     """The engine called `name` with `jobs` workers (local cores when 0), each task limited
-    to `timeout` seconds (the pool's; Ray's tasks are not timed)."""
+    to `timeout` seconds."""
     jobs = jobs or os.cpu_count() or 1
     if name == "ray":
         _ray()  # a missing extra fails before anything is read
-        return RayEngine(jobs)
+        return RayEngine(jobs, timeout)
     return PoolEngine(jobs, timeout)
