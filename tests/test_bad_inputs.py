@@ -7,13 +7,10 @@ The table is `tests/bad_inputs.py`; docs/troubleshooting.md is generated from it
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -110,29 +107,12 @@ def assert_outcome(case: Case, command: str, done: subprocess.CompletedProcess[s
         assert pl.read_parquet(written).height == case.records, where
 
 
-Outcomes = dict[tuple[str, str], "Future[subprocess.CompletedProcess[str]]"]
-
-
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcomes]:
-    """Every case through every command, started at once on as many workers as cores (each
-    child spends most of its time starting up); each test waits for its own."""
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        yield {
-            (case.name, command): pool.submit(
-                run_case, case, command, tmp_path_factory.mktemp(case.name)
-            )
-            for case in CASES
-            for command in _commands()
-        }
-
-
 @pytest.mark.parametrize("command", _commands())
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-def test_bad_input_gets_its_documented_outcome(
-    case: Case, command: str, outcomes: Outcomes
-) -> None:
-    assert_outcome(case, command, outcomes[case.name, command].result())
+def test_bad_input_gets_its_documented_outcome(case: Case, command: str, tmp_path: Path) -> None:
+    """Each a subprocess of its own, on the worker the test is given (a module fixture that
+    started all 141 at once ran them on every xdist worker that took one of these tests)."""
+    assert_outcome(case, command, run_case(case, command, tmp_path))
     # the largest resident size of any child so far: this one's, unless an earlier was larger
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert peak_kb < RESIDENT_LIMIT_KB, f"{case.name}: a child reached {peak_kb >> 10} MB"
