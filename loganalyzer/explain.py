@@ -37,7 +37,6 @@ class Explanation:
     waterfall: waterfall.Waterfall
     objects: dict[str, Any]
     verdicts: list[dict[str, str]]
-    period_causes: dict[int, str]
 
 
 def explain(
@@ -81,11 +80,7 @@ def explain(
             dataclasses.asdict(Verdict(v.severity, v.code, wording.lever_message(v), v.lost_s))
             for v in verdicts
         ],
-        period_causes(analysis, causes),
     )
-
-
-PERIODIC_CAUSES = {"checkpoint_save": "checkpoint saves", "evaluation": "evaluations"}
 
 
 def _budget_json(goodput: Goodput) -> dict[str, Any]:
@@ -107,24 +102,6 @@ def _budget_json(goodput: Goodput) -> dict[str, Any]:
             "note": wording.hang_note(held),
         },
     }
-
-
-def period_causes(analysis: Analysis, causes: Causes) -> dict[int, str]:
-    """Per period, the cause all its slow steps share, where that is a save or an evaluation,
-    with the first one's evidence."""
-    named: dict[int, str] = {}
-    for pattern in analysis.slow.periodic:
-        found = [
-            causes.for_range(s.segment, s.iteration - s.interval + 1, s.iteration)
-            for s in analysis.slow.steps
-            if s.period_iterations == pattern.period_iterations
-        ]
-        kinds = {c.kind for c in found if c is not None}
-        if len(kinds) == 1 and (kind := kinds.pop()) in PERIODIC_CAUSES and found[0]:
-            named[pattern.period_iterations] = (
-                f"{PERIODIC_CAUSES[kind]} (first: {cause_evidence(found[0].evidence)})"
-            )
-    return named
 
 
 def attach_causes(document: dict[str, Any], explanation: Explanation) -> None:

@@ -188,7 +188,6 @@ def build_summary(
             analysis,
             run.table,
             mfu_inputs,
-            period_causes=why.period_causes,
             causes=why.causes,
         )
     ]

@@ -25,8 +25,7 @@ from loganalyzer.analysis.events import SAVE_EVENT, Interval, Schedule
 from loganalyzer.analysis.goodput import budget
 from loganalyzer.analysis.levers import lever_verdicts
 from loganalyzer.analysis.phases import phase_growth
-from loganalyzer.analysis.verdicts import MfuInputs, judge
-from loganalyzer.explain import period_causes
+from loganalyzer.analysis.verdicts import MfuInputs, PeriodicSlowSteps, judge
 from loganalyzer.flops.waterfall import Waterfall
 from loganalyzer.model import empty_metrics
 from loganalyzer.render.verdict_wording import finding_message
@@ -301,16 +300,19 @@ def test_periodic_verdict_names_the_cause_it_was_attributed_to() -> None:
     schedule = Schedule(save=Interval(100, "save_interval 100 (train.log:7)"))
     analysis = analyse(table, empty_metrics(), configured_periods=schedule.periods())
     causes = attribute(analysis, table, schedule)
-    named = period_causes(analysis, causes)
-    assert named == {
-        100: "checkpoint saves (first: iteration 100 is a multiple of save_interval 100 "
-        "(train.log:7))"
-    }
+    # the second save left unattributed: a verdict is left to say that slow step, the first
+    # being the save's own (CHECKPOINT_SAVE_COST)
+    first_only = Causes(causes.entries[:1], causes.events, causes.restarts)
     inputs = MfuInputs(None, None, None, None, None, None)
-    (found,) = [v for v in judge(analysis, table, inputs, named) if v.code.startswith("PERIODIC")]
+    verdicts = judge(analysis, table, inputs, causes=first_only)
+    (found,) = [v for v in verdicts if v.code.startswith("PERIODIC")]
+    assert isinstance(found.facts, PeriodicSlowSteps) and found.facts.shared is not None
+    assert found.facts.shared.kind == "checkpoint_save"
     message = finding_message(found)
     assert "recur every 100 iterations" in message
-    assert "checkpoint saves (first: iteration 100" in message
+    assert (
+        "checkpoint saves (first: iteration 100 is a multiple of save_interval 100 (train.log:7))"
+    ) in message
     assert "typically" not in message
 
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from loganalyzer.analysis.causes import Cause, FlaggedIterations, NothingFound
+from loganalyzer.analysis.causes import (
+    Cause,
+    FlaggedIterations,
+    IntervalMultiple,
+    NothingFound,
+)
 from loganalyzer.analysis.restarts import Stall
 from loganalyzer.analysis.slow_steps import Periodic, SlowKind, SlowStep, Sustained
 from loganalyzer.analysis.steady import Drift
@@ -274,8 +279,13 @@ CASES = [
             "PERIODIC_SLOW_STEPS",
             PeriodicSlowSteps(
                 Periodic(50, 6, 50, 300, 3.0, 12.0),
-                "checkpoint saves (first: iteration 50 is a multiple of save_interval 50 "
-                "(train.log:7))",
+                Cause(
+                    "checkpoint_save",
+                    IntervalMultiple("checkpoint_save", 50, "save_interval 50 (train.log:7)"),
+                    "interval",
+                    (),
+                    50,
+                ),
                 2,
                 8.0,
                 2000.0,

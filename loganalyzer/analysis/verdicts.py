@@ -19,7 +19,6 @@ cause the causes found (`causes`), so the two never disagree.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -54,6 +53,8 @@ UNEXPLAINED_SHARE_WARNING = 0.01
 LOST_SHARE_CRITICAL = 0.25
 # Causes with their own verdict (`levers`): their time is not said again.
 LEVER_CAUSES = frozenset({"checkpoint_save", "evaluation", "straggler", "data_loading"})
+# The causes a period of slow steps can be named after.
+PERIODIC_EVENTS = frozenset({"checkpoint_save", "evaluation"})
 # Causes that explain a loss by the run's own work or a fault the logs name.
 EXPLAINED = frozenset({*LEVER_CAUSES, "overflow", "nan", "restart"})
 # A per-rank timer whose slowest rank sits this far above the median rank.
@@ -201,13 +202,13 @@ class SlowRecords:
 
 @dataclass(frozen=True)
 class PeriodicSlowSteps:
-    """PERIODIC_SLOW_STEPS: slow steps recurring every `pattern.period_iterations`, with the
-    cause they were attributed to (`named`, as `explain.period_causes` gives it) or None;
-    `explained` of them are saves or evaluations with their own verdict, and the rest cost
-    `lost_s` of the `logged_s`."""
+    """PERIODIC_SLOW_STEPS: slow steps recurring every `pattern.period_iterations`; `shared`
+    the first one's cause where every cause found among them is a save (or every one an
+    evaluation), else None; `explained` of them are saves or evaluations with their own
+    verdict, and the rest cost `lost_s` of the `logged_s`."""
 
     pattern: Periodic
-    named: str | None
+    shared: Cause | None
     explained: int
     lost_s: float
     logged_s: float
@@ -322,17 +323,15 @@ def judge(
     analysis: Analysis,
     table: pl.DataFrame,
     mfu: MfuInputs,
-    period_causes: Mapping[int, str] | None = None,
     causes: Causes | None = None,
 ) -> list[Finding]:
-    """Every verdict on the run, most severe first, then costliest. `period_causes` names,
-    per period in iterations, the cause its slow steps were attributed to, `causes` every
-    entry's (see `causes`)."""
+    """Every verdict on the run, most severe first, then costliest; `causes`: every slow
+    step's, slowdown's and stall's (see `causes`)."""
     found = causes or Causes((), (), ())
     verdicts = [
         *_tentative(mfu.low_confidence, [*_mfu_verdicts(mfu), *_tflops_mismatch(mfu)]),
         *(_mfu_unknown(mfu.missing) if mfu.mfu is None else []),
-        *_slow_step_verdicts(analysis, period_causes or {}, found),
+        *_slow_step_verdicts(analysis, found),
         *_at_slow_steps(analysis, table),
         *_drift(analysis),
         *_restarts(analysis),
@@ -482,9 +481,7 @@ def _lost_severity(lost_s: float, analysis: Analysis, explained: bool = True) ->
     return cost_severity(lost_s, analysis.time.logged_s + analysis.time.stalls_s, explained)
 
 
-def _slow_step_verdicts(
-    analysis: Analysis, period_causes: Mapping[int, str], causes: Causes
-) -> list[Finding]:
+def _slow_step_verdicts(analysis: Analysis, causes: Causes) -> list[Finding]:
     slow = analysis.slow
     logged = analysis.time.logged_s
     verdicts = []
@@ -512,7 +509,6 @@ def _slow_step_verdicts(
         facts = SlowRecords(len(spikes), lost, logged, worst, cause)
         verdicts.append(Finding(severity, "SLOW_STEPS", facts, lost))
     for pattern in slow.periodic:
-        named = period_causes.get(pattern.period_iterations)
         members = [
             (s, cause_of(s.first_iteration, s.last_iteration, s.segment))
             for s in slow.steps
@@ -523,8 +519,9 @@ def _slow_step_verdicts(
         if members and not rest:
             continue
         lost = sum(s.lost_s for s in rest) if members else pattern.lost_s
-        periodic = PeriodicSlowSteps(pattern, named, len(members) - len(rest), lost, logged)
-        severity = _lost_severity(lost, analysis, explained=named is not None)
+        shared = _shared_event([c for _, c in members])
+        periodic = PeriodicSlowSteps(pattern, shared, len(members) - len(rest), lost, logged)
+        severity = _lost_severity(lost, analysis, explained=shared is not None)
         verdicts.append(Finding(severity, "PERIODIC_SLOW_STEPS", periodic, lost))
     for event in slow.sustained:
         cause = cause_of(event.start_iteration, event.end_iteration, event.segment)
@@ -534,6 +531,15 @@ def _slow_step_verdicts(
         sustained = SustainedSlowdown(event, logged)
         verdicts.append(Finding(severity, "SUSTAINED_SLOWDOWN", sustained, event.lost_s))
     return verdicts
+
+
+def _shared_event(causes: list[Cause | None]) -> Cause | None:
+    """The first of a period's causes, where every cause found among them is a save, or
+    every one an evaluation: the period's slow steps are that event's."""
+    kinds = {cause.kind for cause in causes if cause is not None}
+    if causes and len(kinds) == 1 and kinds <= PERIODIC_EVENTS:
+        return causes[0]
+    return None
 
 
 def _slow_frame(analysis: Analysis) -> pl.DataFrame:

@@ -56,6 +56,7 @@ _RELATION = {
     "MFU_BELOW_REFERENCE": "below what",
 }
 _USUAL_PERIODIC = "typically checkpoint saves or evaluation"
+_PERIODIC_EVENTS = {"checkpoint_save": "checkpoint saves", "evaluation": "evaluations"}
 # The inputs an unknown MFU can lack, as a reader names them.
 _INPUTS = {
     "gpu": "GPU type",
@@ -225,10 +226,18 @@ def _periodic(facts: PeriodicSlowSteps) -> str:
         f"{pattern.occurrences} slow steps recur every {pattern.period_iterations} "
         f"iterations ({iterations(pattern.first_iteration, pattern.last_iteration)}, median "
         f"{ratio(pattern.median_ratio)} the baseline), "
-        f"{facts.named or _USUAL_PERIODIC}{said}; "
+        f"{_period_cause(facts.shared)}{said}; "
         f"{'the rest cost' if others else 'they cost'} {duration(lost)} "
         f"({_share(lost, facts.logged_s)})"
     )
+
+
+def _period_cause(shared: Cause | None) -> str:
+    """What recurring slow steps are: the save or evaluation they share, with the first one's
+    evidence, else what they usually are."""
+    if shared is None:
+        return _USUAL_PERIODIC
+    return f"{_PERIODIC_EVENTS[shared.kind]} (first: {evidence_text(shared)})"
 
 
 def _sustained(facts: SustainedSlowdown) -> str:
