@@ -85,14 +85,14 @@ def load_runs(
         if progress is not None:
             progress(f"reading {uri} ({reader.name})")
         runs.append(reader.parse(uri))
-    found = expand_sources(names)
-    for path in (p for p in found if not is_utf8_path(p)):
-        if path in explicit:
+    tasks = []
+    for path in expand_sources(names):
+        if is_utf8_path(path):
+            tasks.append(FileTask(path, path in explicit, forced_format))
+        elif path in explicit:
             raise InputError(f"{shown_path(path)}: {NOT_UTF8}")
-        ignored.append(Ignored(shown_path(path), NOT_UTF8))
-    tasks = [
-        FileTask(path, path in explicit, forced_format) for path in found if is_utf8_path(path)
-    ]
+        else:
+            ignored.append(Ignored(shown_path(path), NOT_UTF8))
     for outcome in read_files(tasks, registry, progress):
         if outcome.run is not None:
             runs.append(outcome.run)
